@@ -1,0 +1,124 @@
+"""Command line: ``fast_nvcc [OPTIONS] -- <nvcc args>`` or ``fast_nvcc [OPTIONS] /path/to/nvcc <nvcc args>``.
+
+The second form is what CMake runs with ``CMAKE_CUDA_COMPILER_LAUNCHER=fast_nvcc``: the first
+word that is not one of fast_nvcc's options is the compiler, and everything after it is nvcc's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+
+PROG = "fast_nvcc"
+
+
+class UsageError(Exception):
+    """A mistake in fast_nvcc's own options: one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        usage=f"{PROG} [OPTIONS] -- <nvcc args>\n       {PROG} [OPTIONS] /path/to/nvcc <nvcc args>",
+        description=(
+            "A drop-in nvcc that runs nvcc's own plan (nvcc --dryrun) as a dataflow graph, "
+            "independent steps in parallel, with outputs identical to nvcc's."
+        ),
+        allow_abbrev=False,
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--nvcc", metavar="PATH", help="the nvcc to use (else FAST_NVCC_NVCC, PATH, CUDA_HOME, PyPI)")
+    parser.add_argument(
+        "-j", "--jobs", type=_positive_int, metavar="N",
+        help="run at most N steps at once (default: FAST_NVCC_JOBS, else the usable CPUs)",
+    )
+    parser.add_argument(
+        "--faithful", action="store_true",
+        help="run nvcc's commands exactly as printed, through sh, with no rewriting",
+    )
+    parser.add_argument(
+        "--sequential", action="store_true",
+        help="run the plan in nvcc's order, one step at a time",
+    )
+    parser.add_argument(
+        "-v", dest="verbose", action="count", default=0,
+        help="say what fast_nvcc decides (fallbacks to plain nvcc and why)",
+    )
+    return parser
+
+
+def split_command_line(argv: Sequence[str], parser: argparse.ArgumentParser):
+    """Split ``argv`` into fast_nvcc's options, the nvcc to run (launcher form) and nvcc's args."""
+    actions = parser._option_string_actions  # noqa: SLF001 - argparse offers no public lookup
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        if word == "--":
+            return list(argv[:index]), None, list(argv[index + 1 :])
+        if word.startswith("-") and word != "-":
+            name = word.split("=", 1)[0]
+            if name.startswith("--"):
+                action = actions.get(name)
+            else:
+                action = actions.get(word[:2])
+            if action is None:
+                raise UsageError(
+                    f"unrecognized option {word!r} (nvcc's arguments go after '--')"
+                )
+            takes_value = action.nargs != 0 and not isinstance(
+                action, (argparse._StoreTrueAction, argparse._CountAction, argparse._VersionAction)  # noqa: SLF001
+            )
+            glued = "=" in word or (not name.startswith("--") and len(word) > 2)
+            if takes_value and not glued:
+                index += 1
+            index += 1
+            continue
+        return list(argv[:index]), word, list(argv[index + 1 :])
+    raise UsageError("no nvcc command line: use 'fast_nvcc [OPTIONS] -- <nvcc args>'")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        ours, nvcc, nvcc_args = split_command_line(argv, parser)
+        options = parser.parse_args(ours)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+
+    from .driver import Config, run
+    from .toolchain import ToolchainError
+
+    config = Config(
+        nvcc=nvcc or options.nvcc,
+        jobs=options.jobs,
+        faithful=options.faithful,
+        sequential=options.sequential,
+        verbose=options.verbose,
+    )
+    try:
+        return run(config, nvcc_args)
+    except ToolchainError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value

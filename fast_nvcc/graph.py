@@ -1,0 +1,309 @@
+"""The dataflow DAG of a plan: which step waits for which, and the longest path through it.
+
+Edges come from files, in plan order: a step waits for the last writer of every file it reads
+(read after write), for the readers of every file it overwrites (write after read), and for the
+previous writer (write after write).  Two of nvcc's files need more than their names:
+
+* ``.fatbin.c``: cicc writes its name into the stub it generates (``--include_file_name``), and
+  cudafe++ writes the stub's name into the ``.cudafe1.cpp`` (``--stub_file_name``).  Neither reads
+  the file, so neither waits; whoever *compiles* those sources reads both through ``#include``,
+  so the host compile waits for cicc's stub and for fatbinary.
+* ``.module_id``: cudafe++ (CUDA >= 12.8) or the first cicc (older nvcc) generates it and every
+  cicc reads it.  In the default mode each cicc generates its own copy instead and a check step
+  compares it with nvcc's; see :func:`speculate_module_ids`.
+
+networkx stays inside this module: the scheduler gets a plain :class:`Dag`.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from .plan import Kind, Plan, Step, is_temp, source_outputs
+
+
+class Action(enum.Enum):
+    EXEC = "exec"  # run argv directly
+    SHELL = "shell"  # run the plan line through sh -c, as nvcc does
+    DEPFILE = "depfile"  # nvcc's in-process dependency filter
+    REMOVE = "remove"  # nvcc's in-process rm
+    CHECK_MODULE_ID = "check-module-id"  # ours: compare a speculative module_id with nvcc's
+
+
+# First-run guesses of each kind's cost, in seconds, relative to each other: what matters is
+# that cicc, cudafe++ and the host compile dominate and that in-process steps cost nothing.
+DEFAULT_COSTS: Mapping[Kind, float] = {
+    Kind.PREPROCESS: 1.0,
+    Kind.CUDAFE: 2.5,
+    Kind.CICC: 5.0,
+    Kind.PTXAS: 1.5,
+    Kind.FATBINARY: 0.1,
+    Kind.NVLINK: 0.5,
+    Kind.HOST_COMPILE: 3.0,
+    Kind.LINK: 1.0,
+    Kind.ARCHIVE: 0.2,
+    Kind.DEPFILE: 0.05,
+    Kind.REMOVE: 0.0,
+    Kind.OTHER: 0.5,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: int
+    step: Step
+    action: Action
+    argv: tuple[str, ...] = ()
+    # CHECK_MODULE_ID: nvcc's module_id file, ours, and the cicc command to rerun on a mismatch.
+    module_ids: tuple[str, str] | None = None
+    rerun: tuple[str, ...] = ()
+    speculative_of: int | None = None  # for a speculative cicc: the id of its check task
+
+    @property
+    def label(self) -> str:
+        if self.action is Action.CHECK_MODULE_ID:
+            return f"{self.step.index} check module_id {self.step.arch or ''}".rstrip()
+        return self.step.label
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """nvcc's order: the plan index, then ours within it."""
+        return (self.step.index, 1 if self.action is Action.CHECK_MODULE_ID else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Dag:
+    tasks: tuple[Task, ...]
+    preds: tuple[frozenset[int], ...]
+    problems: tuple[str, ...] = ()  # why this DAG cannot be trusted; empty when it can
+
+    @property
+    def succs(self) -> tuple[frozenset[int], ...]:
+        out: list[set[int]] = [set() for _ in self.tasks]
+        for task_id, preds in enumerate(self.preds):
+            for pred in preds:
+                out[pred].add(task_id)
+        return tuple(frozenset(s) for s in out)
+
+    def edges(self) -> Iterable[tuple[int, int]]:
+        for task_id, preds in enumerate(self.preds):
+            for pred in sorted(preds):
+                yield pred, task_id
+
+
+def build_dag(
+    plan: Plan,
+    *,
+    shell: bool = False,
+    speculate: bool = False,
+    workdir: str | None = None,
+    exists=os.path.exists,
+) -> Dag:
+    """The DAG of ``plan``.
+
+    ``shell`` runs every command through ``sh -c`` (the faithful mode); ``speculate`` takes the
+    module_id off cicc's critical path, writing private module_id files under ``workdir``.
+    """
+    tasks = [_task_for(i, step, shell=shell) for i, step in enumerate(plan.steps)]
+    preds: list[set[int]] = [set() for _ in tasks]
+    problems: list[str] = []
+
+    last_writer: dict[str, int] = {}
+    readers: dict[str, list[int]] = {}
+    embeds: dict[str, frozenset[str]] = {}
+    for task in tasks:
+        step = task.step
+        for key in sorted(_closure(step.reads, embeds)):
+            writer = last_writer.get(key)
+            if writer is not None:
+                preds[task.id].add(writer)
+            elif is_temp(key) and not exists(_temp_path(plan, key)):
+                problems.append(f"step {step.label} reads {key}, which no earlier step writes")
+            readers.setdefault(key, []).append(task.id)
+        for key in step.writes:
+            if key in last_writer:
+                preds[task.id].add(last_writer[key])
+            preds[task.id].update(r for r in readers.get(key, ()) if r != task.id)
+            last_writer[key] = task.id
+            readers[key] = []
+        for key in source_outputs(step):
+            embeds[key] = step.names
+
+    dag = Dag(tuple(tasks), tuple(frozenset(p) for p in preds), tuple(problems))
+    if speculate and not problems:
+        dag = speculate_module_ids(dag, workdir=workdir or "/tmp")
+    return dag
+
+
+def sequential_dag(plan: Plan, *, shell: bool = False) -> Dag:
+    """nvcc's own order, one step after the other: the fallback when the DAG is in doubt."""
+    tasks = tuple(_task_for(i, step, shell=shell) for i, step in enumerate(plan.steps))
+    preds = tuple(frozenset({i - 1}) if i else frozenset() for i in range(len(tasks)))
+    return Dag(tasks, preds)
+
+
+def speculate_module_ids(dag: Dag, *, workdir: str) -> Dag:
+    """Let each cicc generate its own module_id instead of waiting for nvcc's.
+
+    cicc waits for cudafe++ (seconds, for template-heavy code) only to read the module_id,
+    whose content is a hash of the source path and the translation unit's first external
+    definition.  cicc computes the same value when given ``--gen_module_id_file``, so each cicc
+    writes a private copy and starts at once; a check step then compares the copy with nvcc's
+    and, when they differ (a TU whose first external definition is under ``#ifndef
+    __CUDA_ARCH__``, or one with none, whose id is random), reruns the cicc exactly as nvcc
+    printed it.  Everything downstream of the cicc waits for the check, so the outputs are
+    always the ones nvcc would make.
+    """
+    tasks = list(dag.tasks)
+    preds = [set(p) for p in dag.preds]
+    succs = [set(s) for s in dag.succs]
+    writers = {t.step.module_id: t.id for t in dag.tasks if t.step.generates_module_id}
+    for task in dag.tasks:
+        step = task.step
+        if step.kind is not Kind.CICC or step.generates_module_id or task.action is not Action.EXEC:
+            continue
+        writer = writers.get(step.module_id or "")
+        if writer is None:
+            continue
+        if not _only_shared_file(dag.tasks[writer].step, step, step.module_id or ""):
+            continue
+        private = os.path.join(workdir, f"module_id.{step.index}")
+        argv = _with_private_module_id(task.argv, private)
+        check = Task(
+            id=len(tasks),
+            step=step,
+            action=Action.CHECK_MODULE_ID,
+            module_ids=(_module_id_path(step), private),
+            rerun=task.argv,
+        )
+        tasks.append(check)
+        tasks[task.id] = replace(task, argv=argv, speculative_of=check.id)
+        preds[task.id].discard(writer)
+        preds.append({writer, task.id})
+        succs.append(set())
+        for succ in list(succs[task.id]):
+            preds[succ].discard(task.id)
+            preds[succ].add(check.id)
+            succs[check.id].add(succ)
+        succs[task.id] = {check.id}
+        succs[writer].add(check.id)
+    return Dag(tuple(tasks), tuple(frozenset(p) for p in preds), dag.problems)
+
+
+def topological_order(dag: Dag) -> list[int]:
+    """The tasks in an order that respects every edge; ValueError on a cycle.
+
+    Kahn's algorithm rather than networkx on purpose: this runs on every compile, and importing
+    networkx costs about 0.1 s, a tenth of a small compile (measured on the 2-core machine).
+    """
+    waiting = [len(p) for p in dag.preds]
+    succs = dag.succs
+    ready = [t.id for t in dag.tasks if not waiting[t.id]]
+    order = []
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for succ in succs[node]:
+            waiting[succ] -= 1
+            if not waiting[succ]:
+                ready.append(succ)
+    if len(order) != len(dag.tasks):
+        raise ValueError("the plan's dependency graph has a cycle")
+    return order
+
+
+def priorities(dag: Dag, costs: Sequence[float]) -> list[float]:
+    """For each task, the length of the longest path from its start to the end of the build."""
+    succs = dag.succs
+    result = [0.0] * len(dag.tasks)
+    for node in reversed(topological_order(dag)):
+        result[node] = costs[node] + max((result[s] for s in succs[node]), default=0.0)
+    return result
+
+
+def critical_path(dag: Dag, durations: Sequence[float]) -> list[int]:
+    """The chain of tasks whose durations add up to the longest path through the DAG."""
+    import networkx as nx
+
+    graph = to_networkx(dag)
+    # dag_longest_path weighs edges; give each edge its source's duration and add a sink.
+    sink = len(dag.tasks)
+    weighted = nx.DiGraph()
+    weighted.add_nodes_from(range(sink + 1))
+    for u, v in graph.edges:
+        weighted.add_edge(u, v, weight=durations[u])
+    for node in graph.nodes:
+        if graph.out_degree(node) == 0:
+            weighted.add_edge(node, sink, weight=durations[node])
+    path = nx.dag_longest_path(weighted, weight="weight", default_weight=0)
+    return [node for node in path if node != sink]
+
+
+def to_networkx(dag: Dag):
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    for task in dag.tasks:
+        graph.add_node(task.id, label=task.label, kind=task.step.kind.value, arch=task.step.arch)
+    graph.add_edges_from(dag.edges())
+    if not nx.is_directed_acyclic_graph(graph):
+        raise ValueError("the plan's dependency graph has a cycle")
+    return graph
+
+
+def default_costs(dag: Dag, known: Mapping[Hashable, float] | None = None) -> list[float]:
+    known = known or {}
+    costs = []
+    for task in dag.tasks:
+        if task.action is Action.CHECK_MODULE_ID:
+            costs.append(0.0)
+        else:
+            costs.append(known.get(task.id, DEFAULT_COSTS[task.step.kind]))
+    return costs
+
+
+def _task_for(task_id: int, step: Step, *, shell: bool) -> Task:
+    if step.kind is Kind.DEPFILE:
+        return Task(task_id, step, Action.DEPFILE)
+    if step.kind is Kind.REMOVE:
+        return Task(task_id, step, Action.REMOVE, argv=step.argv)
+    if shell or step.needs_shell:
+        return Task(task_id, step, Action.SHELL)
+    return Task(task_id, step, Action.EXEC, argv=step.argv)
+
+
+def _closure(keys: Iterable[str], embeds: Mapping[str, frozenset[str]]) -> set[str]:
+    """``keys`` plus every file they #include through names, transitively."""
+    result = set(keys)
+    todo = list(result)
+    while todo:
+        for named in embeds.get(todo.pop(), ()):
+            if named not in result:
+                result.add(named)
+                todo.append(named)
+    return result
+
+
+def _only_shared_file(writer: Step, reader: Step, module_id: str) -> bool:
+    """True when ``reader`` needs nothing from ``writer`` but the module_id."""
+    return not ((writer.writes - {module_id}) & reader.reads)
+
+
+def _module_id_path(step: Step) -> str:
+    argv = step.argv
+    return argv[argv.index("--module_id_file_name") + 1]
+
+
+def _with_private_module_id(argv: tuple[str, ...], private: str) -> tuple[str, ...]:
+    at = argv.index("--module_id_file_name")
+    return (*argv[:at], "--gen_module_id_file", "--module_id_file_name", private, *argv[at + 2 :])
+
+
+def _temp_path(plan: Plan, key: str) -> str:
+    for path in plan.temp_paths:
+        if os.path.basename(path) == key:
+            return path
+    return key

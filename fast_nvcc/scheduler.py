@@ -1,0 +1,500 @@
+"""Runs a :class:`~fast_nvcc.graph.Dag`: every subprocess of fast_nvcc starts here.
+
+* At most ``jobs`` commands run at once (in-process steps take no slot); among the ready ones
+  the one with the longest remaining path starts first.
+* Each step's stdout and stderr go to files and are forwarded in nvcc's order, step after step,
+  as soon as every earlier step has been forwarded; so warnings and errors read exactly as nvcc
+  prints them, only a little later.
+* On a failure, nvcc would have stopped there: steps after it in nvcc's order are not started,
+  and the running ones are killed (their partial outputs removed).  Steps before it still run
+  to the end, because nvcc would have run them and their diagnostics come first; if one of
+  them fails too, it is the failure nvcc would have reported.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from .graph import Action, Dag, Task
+from .plan import Step
+
+KILL_GRACE_SECONDS = 2.0
+
+
+class State(enum.Enum):
+    DONE = "done"
+    FAILED = "failed"
+    KILLED = "killed"  # stopped by fast_nvcc after another step failed or on a signal
+    SKIPPED = "skipped"  # never started
+
+
+@dataclass(slots=True)
+class Record:
+    """What happened to one task."""
+
+    task_id: int
+    state: State = State.SKIPPED
+    start: float | None = None  # seconds since the run started
+    end: float | None = None
+    returncode: int | None = None
+    cpu_seconds: float | None = None
+    max_rss_kb: int | None = None
+    reran: bool = False  # a module_id check that had to rerun cicc
+    slot: int | None = None
+    # Captured output: (fd, path) in the order to forward them.
+    captures: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        if self.start is None or self.end is None:
+            return 0.0
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    returncode: int
+    records: tuple[Record, ...]
+    failed_task: int | None
+    wall_seconds: float
+
+
+class Internal:
+    """The in-process steps: nvcc's dependency filter and rm, given by the driver."""
+
+    def depfile(self, step: Step) -> bytes | None:  # pragma: no cover - interface
+        """Write the dependency file of ``step``; return text meant for stdout, if any."""
+        raise NotImplementedError
+
+    def remove(self, step: Step) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class StepFailed(Exception):
+    """An in-process step failed the way nvcc would report it."""
+
+    def __init__(self, message: str, returncode: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.returncode = returncode
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum
+
+
+@dataclass(slots=True)
+class _Running:
+    task: Task
+    proc: subprocess.Popen[bytes] | None = None
+    killed: bool = False
+
+
+class Runner:
+    def __init__(
+        self,
+        dag: Dag,
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        workdir: str,
+        jobs: int,
+        priorities: Sequence[float],
+        internal: Internal,
+        messages: Sequence[tuple[int, str]] = (),
+        combine_output: bool = False,
+        stdout: BinaryIO | None = None,
+        stderr: BinaryIO | None = None,
+        on_event: Callable[[str, Task, Record], None] | None = None,
+    ) -> None:
+        self.dag = dag
+        self.env = dict(env)
+        self.cwd = cwd
+        self.workdir = workdir
+        self.jobs = max(1, jobs)
+        self.priorities = priorities
+        self.internal = internal
+        self.messages = messages
+        self.combine_output = combine_output
+        self.stdout = stdout
+        self.stderr = stderr
+        self.on_event = on_event
+        self.records = [Record(task.id) for task in dag.tasks]
+        self._events: queue.Queue[tuple[int, BaseException | None]] = queue.Queue()
+        self._running: dict[int, _Running] = {}
+        self._lock = threading.Lock()
+        self._t0 = 0.0
+        self._threads: list[threading.Thread] = []
+        self._free_slots: list[int] = []
+
+    # -- the main loop ---------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        self._t0 = time.monotonic()
+        tasks = self.dag.tasks
+        succs = self.dag.succs
+        waiting = [len(p) for p in self.dag.preds]
+        ready: list[tuple[float, tuple[int, int], int]] = []
+        for task in tasks:
+            if not waiting[task.id]:
+                heapq.heappush(ready, self._rank(task))
+        self._free_slots = list(range(self.jobs - 1, -1, -1))
+        emitter = _Emitter(self, self.messages)
+        failed: int | None = None  # task id of the earliest failure in nvcc's order
+        try:
+            while True:
+                while ready:
+                    _, _, task_id = ready[0]
+                    task = tasks[task_id]
+                    if failed is not None and task.order > tasks[failed].order:
+                        heapq.heappop(ready)
+                        continue
+                    if _takes_slot(task) and not self._free_slots:
+                        break
+                    heapq.heappop(ready)
+                    self._start(task)
+                if not self._running:
+                    break
+                task_id, error = self._next_event()
+                run = self._running.pop(task_id)
+                record = self.records[task_id]
+                if record.slot is not None:
+                    self._free_slots.append(record.slot)
+                if error is not None:
+                    raise error
+                if run.killed:
+                    record.state = State.KILLED
+                elif record.state is State.DONE:
+                    for succ in succs[task_id]:
+                        waiting[succ] -= 1
+                        if not waiting[succ]:
+                            heapq.heappush(ready, self._rank(tasks[succ]))
+                else:
+                    if failed is None or tasks[task_id].order < tasks[failed].order:
+                        failed = task_id
+                        self._kill_after(tasks[failed].order)
+                self._notify("end", tasks[task_id], record)
+                emitter.forward(upto=None if failed is None else tasks[failed].order)
+        except BaseException:
+            self._kill_after(None)
+            raise
+        finally:
+            self._join()
+        emitter.forward(upto=None if failed is None else tasks[failed].order, final=failed is None)
+        returncode = 0
+        if failed is not None:
+            returncode = self.records[failed].returncode or 1
+        return RunResult(
+            returncode=returncode,
+            records=tuple(self.records),
+            failed_task=failed,
+            wall_seconds=time.monotonic() - self._t0,
+        )
+
+    def _rank(self, task: Task) -> tuple[float, tuple[int, int], int]:
+        return (-self.priorities[task.id], task.order, task.id)
+
+    def _next_event(self) -> tuple[int, BaseException | None]:
+        while True:
+            try:
+                return self._events.get(timeout=0.5)
+            except queue.Empty:
+                continue
+
+    def _notify(self, what: str, task: Task, record: Record) -> None:
+        if self.on_event is not None:
+            self.on_event(what, task, record)
+
+    # -- starting and stopping tasks ---------------------------------------------------------
+
+    def _start(self, task: Task) -> None:
+        record = self.records[task.id]
+        if _takes_slot(task):
+            record.slot = self._free_slots.pop()
+        record.start = self._now()
+        self._running[task.id] = _Running(task)
+        self._notify("start", task, record)
+        thread = threading.Thread(target=self._work, args=(task,), daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _work(self, task: Task) -> None:
+        error: BaseException | None = None
+        record = self.records[task.id]
+        try:
+            if task.action is Action.EXEC:
+                self._exec(task, list(task.argv), record)
+            elif task.action is Action.SHELL:
+                self._exec(task, ["/bin/sh", "-c", task.step.text], record)
+                self._collect_nvcc_captures(task, record)
+            elif task.action is Action.DEPFILE:
+                text = self.internal.depfile(task.step)
+                if text:
+                    path = self._capture_path(task, 1)
+                    with open(path, "wb") as handle:
+                        handle.write(text)
+                    record.captures.append((1, path))
+                self._finish(record, 0)
+            elif task.action is Action.REMOVE:
+                self.internal.remove(task.step)
+                self._finish(record, 0)
+            elif task.action is Action.CHECK_MODULE_ID:
+                self._check_module_id(task, record)
+        except StepFailed as exc:
+            self._fail_with(task, record, exc.message, exc.returncode)
+        except OSError as exc:
+            # A command that cannot start fails the way sh, which nvcc runs it with, reports it.
+            missing = isinstance(exc, FileNotFoundError)
+            reason = "not found" if missing else exc.strerror
+            name = exc.filename or task.step.tool
+            self._fail_with(task, record, f"sh: 1: {name}: {reason}\n", 127 if missing else 126)
+        except BaseException as exc:  # pragma: no cover - a bug in fast_nvcc itself
+            error = exc
+        self._events.put((task.id, error))
+
+    def _exec(self, task: Task, argv: list[str], record: Record) -> None:
+        out_path = self._capture_path(task, 1)
+        err_path = out_path if self.combine_output else self._capture_path(task, 2)
+        redirects = {r.fd: r for r in task.step.redirects if not _is_nvcc_capture(r.target)}
+        if task.action is Action.SHELL:
+            redirects = {}  # sh applies the line's own redirections
+        with open(out_path, "wb") as out, _maybe_open(err_path, out_path) as err:
+            stdout = _open_redirect(redirects.get(1), self.cwd) or out
+            stderr = _open_redirect(redirects.get(2), self.cwd) or (
+                subprocess.STDOUT if err is None else err
+            )
+            try:
+                with self._lock:
+                    run = self._running[task.id]
+                    if run.killed:
+                        self._finish(record, -signal.SIGTERM)
+                        return
+                    run.proc = subprocess.Popen(
+                        argv,
+                        stdout=stdout,
+                        stderr=stderr,
+                        env=self.env,
+                        cwd=self.cwd,
+                    )
+                _, status, usage = os.wait4(run.proc.pid, 0)
+                run.proc.returncode = os.waitstatus_to_exitcode(status)
+            finally:
+                for handle in (stdout, stderr):
+                    if handle not in (out, err, subprocess.STDOUT):
+                        handle.close()
+        record.cpu_seconds = usage.ru_utime + usage.ru_stime
+        record.max_rss_kb = usage.ru_maxrss
+        record.captures.append((1, out_path))
+        if err_path != out_path:
+            record.captures.append((2, err_path))
+        self._finish(record, run.proc.returncode)
+
+    def _check_module_id(self, task: Task, record: Record) -> None:
+        assert task.module_ids is not None
+        nvcc_id, ours = task.module_ids
+        with open(nvcc_id, "rb") as a, open(ours, "rb") as b:
+            same = a.read() == b.read()
+        if same:
+            self._finish(record, 0)
+            return
+        # Different module_id: the speculative cicc's outputs are wrong; redo it as nvcc would.
+        record.reran = True
+        self._exec(task, list(task.rerun), record)
+
+    def _collect_nvcc_captures(self, task: Task, record: Record) -> None:
+        """Under nvcc -t the plan redirects each command's output to temp files, which nvcc
+        prints afterwards; the faithful mode runs the line as printed, so do the same."""
+        for redirect in task.step.redirects:
+            if _is_nvcc_capture(redirect.target) and os.path.exists(redirect.target):
+                record.captures.append((redirect.fd, redirect.target))
+
+    def _fail_with(self, task: Task, record: Record, message: str, returncode: int) -> None:
+        path = self._capture_path(task, 2)
+        with open(path, "ab") as handle:
+            handle.write(message.encode("utf-8", "surrogateescape"))
+        record.captures.append((2, path))
+        self._finish(record, returncode)
+
+    def _finish(self, record: Record, returncode: int) -> None:
+        record.end = self._now()
+        record.returncode = returncode
+        record.state = State.DONE if returncode == 0 else State.FAILED
+
+    def _kill_after(self, order: tuple[int, int] | None) -> None:
+        """Kill running tasks that come after ``order`` in nvcc's order (all when None)."""
+        victims = []
+        with self._lock:
+            for run in self._running.values():
+                if order is None or run.task.order > order:
+                    run.killed = True
+                    if run.proc is not None:
+                        victims.append(run.proc.pid)
+        kill_trees(victims)
+
+    def _join(self) -> None:
+        for thread in self._threads:
+            thread.join()
+        self._threads.clear()
+
+    def _capture_path(self, task: Task, fd: int) -> str:
+        return os.path.join(self.workdir, f"{task.id}.{fd}")
+
+    def _now(self) -> float:
+        return time.monotonic() - self._t0
+
+
+def kill_trees(pids: Sequence[int]) -> None:
+    """SIGTERM each process and its descendants, then SIGKILL what is left after a grace.
+
+    The processes are not waited for here: each direct child is reaped by the thread that
+    started it, which needs its exit status and resource usage.
+    """
+    if not pids:
+        return
+    import psutil
+
+    procs: list[psutil.Process] = []
+    for pid in pids:
+        try:
+            parent = psutil.Process(pid)
+            procs.extend(parent.children(recursive=True))
+            procs.append(parent)
+        except psutil.NoSuchProcess:
+            continue
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    deadline = time.monotonic() + KILL_GRACE_SECONDS
+    while procs and time.monotonic() < deadline:
+        procs = [p for p in procs if _alive(p)]
+        if procs:
+            time.sleep(0.02)
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def _alive(proc) -> bool:
+    import psutil
+
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+class _Emitter:
+    """Forwards captured output in nvcc's order."""
+
+    def __init__(self, runner: Runner, messages: Sequence[tuple[int, str]]) -> None:
+        self.runner = runner
+        self.order = sorted(runner.dag.tasks, key=lambda t: t.order)
+        self.cursor = 0
+        self.messages = sorted(messages, key=lambda m: m[0])
+        self.message_cursor = 0
+        self.broken = False
+
+    def forward(self, *, upto: tuple[int, int] | None, final: bool = False) -> None:
+        records = self.runner.records
+        while self.cursor < len(self.order):
+            task = self.order[self.cursor]
+            if upto is not None and task.order > upto:
+                return
+            record = records[task.id]
+            if record.state not in (State.DONE, State.FAILED):
+                return
+            self._messages_before(task.step.index)
+            if not self._superseded(task):
+                for fd, path in record.captures:
+                    self._write(fd, path)
+            self.cursor += 1
+        if final:
+            self._messages_before(None)
+
+    def _superseded(self, task: Task) -> bool:
+        check = task.speculative_of
+        return check is not None and self.runner.records[check].reran
+
+    def _messages_before(self, index: int | None) -> None:
+        while self.message_cursor < len(self.messages):
+            at, text = self.messages[self.message_cursor]
+            if index is not None and at > index:
+                return
+            self._write_bytes(2, text.encode("utf-8", "surrogateescape"))
+            self.message_cursor += 1
+
+    def _write(self, fd: int, path: str) -> None:
+        try:
+            with open(path, "rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    self._write_bytes(fd, chunk)
+        except FileNotFoundError:
+            pass
+
+    def _write_bytes(self, fd: int, data: bytes) -> None:
+        if self.broken or not data:
+            return
+        stream = self.runner.stdout if fd == 1 else self.runner.stderr
+        try:
+            if stream is not None:
+                stream.write(data)
+                stream.flush()
+            else:
+                _write_all(fd, data)
+        except BrokenPipeError:
+            self.broken = True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _takes_slot(task: Task) -> bool:
+    if task.action in (Action.EXEC, Action.SHELL):
+        return True
+    return False
+
+
+def _is_nvcc_capture(target: str) -> bool:
+    return "tmpxft_" in os.path.basename(target) and target.endswith(("_stdout", "_stderr"))
+
+
+def _open_redirect(redirect, cwd: str):
+    if redirect is None:
+        return None
+    mode = "ab" if redirect.append else "wb"
+    return open(os.path.join(cwd, redirect.target), mode)
+
+
+class _maybe_open:
+    """Open ``path`` for writing unless it is ``same_as`` (stderr joined to stdout)."""
+
+    def __init__(self, path: str, same_as: str) -> None:
+        self.path = path
+        self.handle = None if path == same_as else open(path, "wb")
+
+    def __enter__(self):
+        return self.handle
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            self.handle.close()

@@ -1,0 +1,2 @@
+#include "does_not_exist.h"
+__global__ void k() {}

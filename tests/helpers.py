@@ -1,0 +1,127 @@
+"""Run plain nvcc and fast_nvcc on the same command line in the same directory, and compare."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data"
+SOURCES = DATA / "src"
+# nvcc embeds its temporary names (tmpxft_<pid>_<n>) in objects; they are the only bytes that
+# differ between two runs of nvcc itself.  Masking keeps the length.
+TEMP_NAME = re.compile(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")
+# ptxas -v reports its own compile time, which differs between two runs of nvcc too.
+PTXAS_TIME = re.compile(rb"Compile time = [0-9.]+ ms")
+
+
+def mask(data: bytes) -> bytes:
+    return PTXAS_TIME.sub(b"Compile time = X ms", TEMP_NAME.sub(b"tmpxft_XXXXXXXX_XXXXXXXX", data))
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    files: dict[str, bytes] = field(default_factory=dict)  # new files, relative to the workdir
+    leftovers: list[str] = field(default_factory=list)  # what the run left in its TMPDIR
+
+
+def fast_nvcc_command(nvcc: str, args: Sequence[str], options: Sequence[str] = ()) -> list[str]:
+    return [sys.executable, "-m", "fast_nvcc", "--nvcc", nvcc, *options, "--", *args]
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    result = {}
+    for path in root.rglob("*"):
+        if path.is_file():
+            stat = path.stat()
+            result[str(path.relative_to(root))] = (stat.st_mtime_ns, stat.st_size)
+    return result
+
+
+def run_tool(
+    command: Sequence[str],
+    *,
+    cwd: Path,
+    tmpdir: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+) -> Outcome:
+    """Run ``command`` with its own TMPDIR; collect what it printed and the files it made."""
+    if tmpdir.exists():
+        shutil.rmtree(tmpdir)
+    tmpdir.mkdir(parents=True)
+    before = snapshot(cwd)
+    full_env = {**os.environ, "TMPDIR": str(tmpdir), **(env or {})}
+    full_env.pop("FAST_NVCC_DISABLE", None)
+    proc = subprocess.run(
+        list(command), cwd=cwd, env=full_env, capture_output=True, timeout=timeout, check=False
+    )
+    after = snapshot(cwd)
+    files = {
+        name: (cwd / name).read_bytes()
+        for name, stamp in after.items()
+        if before.get(name) != stamp
+    }
+    leftovers = sorted(str(p.relative_to(tmpdir)) for p in tmpdir.rglob("*"))
+    return Outcome(proc.returncode, proc.stdout, proc.stderr, files, leftovers)
+
+
+def remove_files(cwd: Path, outcome: Outcome) -> None:
+    for name in outcome.files:
+        (cwd / name).unlink(missing_ok=True)
+
+
+@dataclass
+class Comparison:
+    plain: Outcome
+    fast: Outcome
+
+
+def compare(
+    nvcc: str,
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    options: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Comparison:
+    """nvcc then fast_nvcc, each from the same starting state of ``cwd``."""
+    tmpdir = cwd.parent / f"{cwd.name}-tmp"
+    plain = run_tool([nvcc, *args], cwd=cwd, tmpdir=tmpdir, env=env)
+    remove_files(cwd, plain)
+    fast = run_tool(fast_nvcc_command(nvcc, args, options), cwd=cwd, tmpdir=tmpdir, env=env)
+    return Comparison(plain, fast)
+
+
+def assert_same(result: Comparison) -> None:
+    plain, fast = result.plain, result.fast
+    assert mask(fast.stderr) == mask(plain.stderr), _diff("stderr", plain.stderr, fast.stderr)
+    assert mask(fast.stdout) == mask(plain.stdout), _diff("stdout", plain.stdout, fast.stdout)
+    assert fast.returncode == plain.returncode
+    assert sorted(fast.files) == sorted(plain.files)
+    for name, data in plain.files.items():
+        if name.endswith(".d"):
+            assert fast.files[name] == data, f"depfile {name} differs"
+        else:
+            assert mask(fast.files[name]) == mask(data), f"{name} differs after masking temp names"
+    assert fast.leftovers == [], f"fast_nvcc left temp files: {fast.leftovers}"
+
+
+def _diff(what: str, plain: bytes, fast: bytes) -> str:
+    return (
+        f"{what} differs\n--- nvcc ---\n{plain.decode(errors='replace')}"
+        f"\n--- fast_nvcc ---\n{fast.decode(errors='replace')}"
+    )
+
+
+def copy_sources(destination: Path) -> Path:
+    shutil.copytree(SOURCES, destination)
+    return destination
