@@ -82,7 +82,7 @@ def split_command_line(argv: Sequence[str], parser: argparse.ArgumentParser):
             index += 1
             continue
         return list(argv[:index]), word, list(argv[index + 1 :])
-    raise UsageError("no nvcc command line: use 'fast_nvcc [OPTIONS] -- <nvcc args>'")
+    return list(argv), None, None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         ours, nvcc, nvcc_args = split_command_line(argv, parser)
         options = parser.parse_args(ours)
+        if nvcc_args is None:
+            raise UsageError("no nvcc command line: use 'fast_nvcc [OPTIONS] -- <nvcc args>'")
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

@@ -151,20 +151,30 @@ class DependencyOptions:
 
 def effective_args(args: Sequence[str], env: Mapping[str, str], *, cwd: str) -> list[str]:
     """``args`` as nvcc sees them: with NVCC_PREPEND_FLAGS/NVCC_APPEND_FLAGS around them and
-    options files spliced in."""
+    the contents of options files (``-optf``) in their place."""
     words = [
         *shlex.split(env.get("NVCC_PREPEND_FLAGS", "")),
         *args,
         *shlex.split(env.get("NVCC_APPEND_FLAGS", "")),
     ]
+    return _splice_options_files(words, cwd=cwd, depth=0)
+
+
+def _splice_options_files(words: Sequence[str], *, cwd: str, depth: int) -> list[str]:
+    if depth > 8:
+        raise ValueError("options files nest too deeply")
     result: list[str] = []
+    position = 0
     for option in iter_options(words):
+        consumed = 1 if option.value is None or "=" in words[position] else 2
         if option.name == "--options-file" and option.value is not None:
             for name in option.value.split(","):
                 with open(os.path.join(cwd, name), encoding="utf-8") as handle:
-                    result.extend(shlex.split(handle.read()))
+                    inner = shlex.split(handle.read())
+                result.extend(_splice_options_files(inner, cwd=cwd, depth=depth + 1))
         else:
-            result.append(option.name if option.value is None else f"{option.name}={option.value}")
+            result.extend(words[position : position + consumed])
+        position += consumed
     return result
 
 

@@ -391,9 +391,12 @@ def _arch(kind: Kind, argv: Sequence[str]) -> str | None:
                 return word
         return None
     if kind in (Kind.PTXAS, Kind.NVLINK):
-        for word in argv:
-            if word.startswith("-arch="):
-                return word.split("=", 1)[1]
+        for previous, word in zip(argv, argv[1:]):
+            name, sep, value = word.partition("=")
+            if sep and name in ("-arch", "--arch", "--gpu-name"):
+                return value
+            if previous in ("-arch", "--arch", "--gpu-name"):
+                return word
         return None
     if kind is Kind.PREPROCESS:
         for word in argv:

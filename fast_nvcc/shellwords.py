@@ -158,7 +158,11 @@ def _read_redirect(scanner: _Scanner, redirects: list[Redirect], *, fd: int) -> 
     if c == "<" or scanner.peek() == "&":
         # Input redirection and fd duplication (2>&1) never occur in nvcc's plans; keep sh.
         scanner.needs_shell = True
-        return
+        if scanner.peek() == "&":
+            scanner.pos += 1
+            while scanner.peek().isdigit() or scanner.peek() == "-":
+                scanner.pos += 1
+            return
     target = scanner.word()
     if target is None:
         scanner.needs_shell = True

@@ -59,8 +59,8 @@ def run_tool(
         shutil.rmtree(tmpdir)
     tmpdir.mkdir(parents=True)
     before = snapshot(cwd)
-    full_env = {**os.environ, "TMPDIR": str(tmpdir), **(env or {})}
-    full_env.pop("FAST_NVCC_DISABLE", None)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_")}
+    full_env = {**base, "TMPDIR": str(tmpdir), **(env or {})}
     proc = subprocess.run(
         list(command), cwd=cwd, env=full_env, capture_output=True, timeout=timeout, check=False
     )
@@ -92,16 +92,41 @@ def compare(
     cwd: Path,
     options: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    tmpdir: Path | None = None,
 ) -> Comparison:
     """nvcc then fast_nvcc, each from the same starting state of ``cwd``."""
-    tmpdir = cwd.parent / f"{cwd.name}-tmp"
+    tmpdir = tmpdir or cwd.parent / f"{cwd.name}-tmp"
     plain = run_tool([nvcc, *args], cwd=cwd, tmpdir=tmpdir, env=env)
     remove_files(cwd, plain)
     fast = run_tool(fast_nvcc_command(nvcc, args, options), cwd=cwd, tmpdir=tmpdir, env=env)
     return Comparison(plain, fast)
 
 
-def assert_same(result: Comparison) -> None:
+def strip_debug(data: bytes, workdir: Path) -> tuple[bytes, list[bytes]]:
+    """An object without its host debug sections, and the sorted strings of those sections.
+
+    With -g, gcc orders the strings of .debug_line_str by a hash of their content, and the
+    content holds the temp names; so two runs of nvcc itself differ in that order (measured:
+    2 orders in 4 runs).  The code and data must still be identical, and so must the strings.
+    """
+    source = workdir / "debug-object.o"
+    source.write_bytes(data)
+    stripped = workdir / "stripped.o"
+    subprocess.run(["objcopy", "--strip-debug", str(source), str(stripped)], check=True)
+    strings: list[bytes] = []
+    for section in (".debug_str", ".debug_line_str"):
+        dump = workdir / "section.bin"
+        dump.unlink(missing_ok=True)
+        subprocess.run(
+            ["objcopy", "-O", "binary", f"--only-section={section}", str(source), str(dump)],
+            check=True,
+        )
+        if dump.exists():
+            strings.extend(mask(dump.read_bytes()).split(b"\0"))
+    return mask(stripped.read_bytes()), sorted(strings)
+
+
+def assert_same(result: Comparison, *, host_debug_info: bool = False, scratch: Path | None = None) -> None:
     plain, fast = result.plain, result.fast
     assert mask(fast.stderr) == mask(plain.stderr), _diff("stderr", plain.stderr, fast.stderr)
     assert mask(fast.stdout) == mask(plain.stdout), _diff("stdout", plain.stdout, fast.stdout)
@@ -110,6 +135,9 @@ def assert_same(result: Comparison) -> None:
     for name, data in plain.files.items():
         if name.endswith(".d"):
             assert fast.files[name] == data, f"depfile {name} differs"
+        elif host_debug_info and name.endswith(".o"):
+            assert scratch is not None
+            assert strip_debug(fast.files[name], scratch) == strip_debug(data, scratch), name
         else:
             assert mask(fast.files[name]) == mask(data), f"{name} differs after masking temp names"
     assert fast.leftovers == [], f"fast_nvcc left temp files: {fast.leftovers}"

@@ -1,0 +1,24 @@
+"""Load the captured ``nvcc --dryrun`` transcripts under tests/data/plans."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fast_nvcc.plan import Plan, parse_plan
+
+PLANS = Path(__file__).parent / "data" / "plans"
+
+
+def load(name: str) -> tuple[dict, str]:
+    header, body = (PLANS / f"{name}.txt").read_text().split("\n", 1)
+    return json.loads(header), body
+
+
+def load_plan(name: str) -> Plan:
+    header, body = load(name)
+    return parse_plan(body, env={}, cwd=header["cwd"])
+
+
+def names() -> list[str]:
+    return sorted(p.stem for p in PLANS.glob("*.txt"))

@@ -1,0 +1,178 @@
+import pytest
+
+from fast_nvcc.graph import (
+    Action,
+    Dag,
+    build_dag,
+    critical_path,
+    priorities,
+    sequential_dag,
+    to_networkx,
+    topological_order,
+)
+from fast_nvcc.plan import Kind
+
+from plans import load_plan, names
+
+
+def ancestors(dag: Dag, task_id: int) -> set[int]:
+    seen, todo = set(), [task_id]
+    while todo:
+        for pred in dag.preds[todo.pop()]:
+            if pred not in seen:
+                seen.add(pred)
+                todo.append(pred)
+    return seen
+
+
+def find(dag: Dag, kind: Kind, arch: str | None = None, action: Action | None = None):
+    found = [
+        t for t in dag.tasks
+        if t.step.kind is kind and (arch is None or t.step.arch == arch)
+        and (action is None or t.action is action)
+    ]  # fmt: skip
+    assert found, (kind, arch)
+    return found
+
+
+def exists(_path):
+    return False
+
+
+@pytest.mark.parametrize("name", names())
+@pytest.mark.parametrize("speculate", [False, True])
+def test_every_fixture_gives_a_valid_dag(name, speculate):
+    dag = build_dag(load_plan(name), speculate=speculate, workdir="/w", exists=exists)
+    assert dag.problems == ()
+    order = topological_order(dag)
+    assert sorted(order) == list(range(len(dag.tasks)))
+    to_networkx(dag)  # raises on a cycle
+
+
+def test_host_compile_waits_for_fatbinary_and_the_stub_writing_cicc():
+    dag = build_dag(load_plan("compile_3arch_md"), exists=exists)
+    (host,) = find(dag, Kind.HOST_COMPILE)
+    (fatbinary,) = find(dag, Kind.FATBINARY)
+    (cudafe,) = find(dag, Kind.CUDAFE)
+    before_host = ancestors(dag, host.id)
+    assert {fatbinary.id, cudafe.id} <= before_host
+    assert all(c.id in before_host for c in find(dag, Kind.CICC))
+    # cicc itself never waits for fatbinary, though it names the .fatbin.c first.
+    assert all(fatbinary.id not in ancestors(dag, c.id) for c in find(dag, Kind.CICC))
+
+
+def test_without_speculation_cicc_waits_for_cudafe_module_id():
+    dag = build_dag(load_plan("compile_3arch_md"), exists=exists)
+    (cudafe,) = find(dag, Kind.CUDAFE)
+    for cicc in find(dag, Kind.CICC):
+        assert cudafe.id in cicc_preds(dag, cicc.id)
+
+
+def cicc_preds(dag, task_id):
+    return dag.preds[task_id]
+
+
+def test_speculation_takes_cudafe_off_ciccs_path_and_checks_each():
+    dag = build_dag(load_plan("compile_3arch_md"), speculate=True, workdir="/w", exists=exists)
+    (cudafe,) = find(dag, Kind.CUDAFE)
+    checks = [t for t in dag.tasks if t.action is Action.CHECK_MODULE_ID]
+    ciccs = find(dag, Kind.CICC, action=Action.EXEC)
+    assert len(checks) == len(ciccs) == 3
+    for cicc in ciccs:
+        assert cudafe.id not in ancestors(dag, cicc.id)
+        check = dag.tasks[cicc.speculative_of]
+        assert dag.preds[check.id] == {cudafe.id, cicc.id}
+        # cicc now generates a private module_id; the check reruns the original on a mismatch.
+        assert "--gen_module_id_file" in cicc.argv and "--gen_module_id_file" not in check.rerun
+        private = cicc.argv[cicc.argv.index("--module_id_file_name") + 1]
+        assert private.startswith("/w/") and check.module_ids[1] == private
+        assert check.module_ids[0].endswith(".module_id")
+        # Everything downstream of the cicc waits for its check.
+        (ptxas,) = find(dag, Kind.PTXAS, arch=cicc.step.arch.replace("compute", "sm"))
+        assert check.id in dag.preds[ptxas.id] and cicc.id not in dag.preds[ptxas.id]
+
+
+def test_older_nvcc_first_cicc_generates_module_id():
+    dag = build_dag(load_plan("older_nvcc_module_id"), speculate=True, workdir="/w", exists=exists)
+    first, *others = find(dag, Kind.CICC, action=Action.EXEC)
+    assert first.step.generates_module_id and first.speculative_of is None
+    (cudafe,) = find(dag, Kind.CUDAFE)
+    assert first.id in dag.preds[cudafe.id]  # cudafe++ reads the module_id cicc made
+    for cicc in others:
+        assert first.id not in ancestors(dag, cicc.id)
+        assert dag.preds[cicc.speculative_of] == {first.id, cicc.id}
+
+
+def test_fatbin_mode_speculates_against_the_generating_cicc():
+    dag = build_dag(load_plan("fatbin"), speculate=True, workdir="/w", exists=exists)
+    generating = [t for t in find(dag, Kind.CICC, action=Action.EXEC) if t.step.generates_module_id]
+    assert len(generating) == 1
+    checks = [t for t in dag.tasks if t.action is Action.CHECK_MODULE_ID]
+    assert len(checks) == 1 and generating[0].id in dag.preds[checks[0].id]
+
+
+def test_link_waits_for_every_object():
+    dag = build_dag(load_plan("link_executable"), exists=exists)
+    (link,) = find(dag, Kind.LINK)
+    compiles = find(dag, Kind.HOST_COMPILE)
+    assert len(compiles) == 3  # two sources and the device-link stub
+    assert {c.id for c in compiles} <= ancestors(dag, link.id)
+
+
+def test_sources_are_independent_until_the_link():
+    dag = build_dag(load_plan("two_sources_mmd"), exists=exists)
+    kernel = [t for t in dag.tasks if "kernel" in t.step.text and t.step.kind is Kind.CICC]
+    main = [t for t in dag.tasks if "_main." in t.step.text and t.step.kind is Kind.HOST_COMPILE]
+    assert not ancestors(dag, main[0].id) & {k.id for k in kernel}
+
+
+def test_threads_plan_rm_first_still_orders_correctly():
+    dag = build_dag(load_plan("threads"), exists=exists)
+    (host,) = find(dag, Kind.HOST_COMPILE)
+    (fatbinary,) = find(dag, Kind.FATBINARY)
+    assert fatbinary.id in ancestors(dag, host.id)
+
+
+def test_a_read_nobody_writes_is_a_problem():
+    plan = load_plan("compile_1arch")
+    broken = plan.steps[:3] + plan.steps[4:]  # drop cicc: ptxas reads a PTX nobody writes
+    dag = build_dag(type(plan)(steps=broken, env=plan.env, assignments=()), exists=exists)
+    assert any("ptx" in problem for problem in dag.problems)
+
+
+def test_rm_waits_for_readers_and_writers_of_its_file():
+    plan = load_plan("compile_1arch")
+    dag = build_dag(plan, exists=exists)
+    (rm,) = find(dag, Kind.REMOVE)
+    (target,) = rm.step.writes
+    for task in dag.tasks:
+        if task.id != rm.id and (target in task.step.reads or target in task.step.writes):
+            assert task.id in ancestors(dag, rm.id)
+
+
+def test_sequential_dag_is_a_chain():
+    plan = load_plan("compile_1arch")
+    dag = sequential_dag(plan)
+    assert [sorted(p) for p in dag.preds] == [[]] + [[i] for i in range(len(plan.steps) - 1)]
+    assert all(t.action in (Action.EXEC, Action.REMOVE) for t in dag.tasks)
+
+
+def test_faithful_runs_every_command_through_sh():
+    dag = build_dag(load_plan("compile_1arch"), shell=True, exists=exists)
+    assert {t.action for t in dag.tasks} == {Action.SHELL, Action.REMOVE}
+
+
+def test_priorities_and_critical_path_on_a_diamond():
+    plan = load_plan("compile_1arch")
+    tasks = sequential_dag(plan).tasks[:4]
+    dag = Dag(tasks, (frozenset(), frozenset({0}), frozenset({0}), frozenset({1, 2})))
+    costs = [1.0, 5.0, 2.0, 1.0]
+    assert priorities(dag, costs) == [7.0, 6.0, 3.0, 1.0]
+    assert critical_path(dag, costs) == [0, 1, 3]
+
+
+def test_cycle_is_detected():
+    tasks = sequential_dag(load_plan("compile_1arch")).tasks[:2]
+    dag = Dag(tasks, (frozenset({1}), frozenset({0})))
+    with pytest.raises(ValueError, match="cycle"):
+        topological_order(dag)

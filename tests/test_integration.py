@@ -1,0 +1,123 @@
+"""fast_nvcc against the real nvcc: same files (temp names masked), same output, same exit code.
+
+Every case runs plain nvcc, then fast_nvcc, in the same directory (the module_id hashes the
+source's path), each with a private TMPDIR that fast_nvcc must leave empty.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import assert_same, compare, fast_nvcc_command, run_tool
+
+pytestmark = pytest.mark.nvcc
+
+I = "-Iinclude"
+GENCODE_3 = [
+    "-gencode", "arch=compute_75,code=sm_75",
+    "-gencode", "arch=compute_80,code=sm_80",
+    "-gencode", "arch=compute_90,code=[sm_90,compute_90]",
+]  # fmt: skip
+
+CASES = {
+    "c-1arch": ["-c", "kernel.cu", I, "-arch=sm_80", "-o", "kernel.o"],
+    "c-3arch": ["-c", "kernel.cu", I, *GENCODE_3],
+    "gencode-sm-and-ptx": ["-c", "kernel.cu", I, "-gencode", "arch=compute_90,code=[sm_90,compute_90]"],
+    "arch-sm": ["-c", "kernel.cu", I, "-arch=sm_90"],
+    "arch-all-major": ["-c", "kernel.cu", I, "-arch=all-major", "-o", "all.o"],
+    "dc": ["-dc", "kernel.cu", I, "-arch=sm_80"],
+    "rdc-two-sources": ["-rdc=true", "-c", "rdc_a.cu", "rdc_b.cu", "-arch=sm_80"],
+    "link-executable": ["kernel.cu", "main.cu", I, "-arch=sm_80", "-o", "app"],
+    "link-rdc-executable": ["-rdc=true", "rdc_a.cu", "rdc_b.cu", "main_rdc.cu", "-arch=sm_80", "-o", "app_rdc"],
+    "lib": ["-lib", "kernel.cu", I, "-arch=sm_80", "-o", "libkernel.a"],
+    "ptx": ["-ptx", "kernel.cu", I, "-arch=sm_80"],
+    "cubin": ["-cubin", "kernel.cu", I, "-arch=sm_80"],
+    "fatbin": ["-fatbin", "kernel.cu", I, "-arch=sm_80", "-gencode", "arch=compute_90,code=compute_90"],
+    "E": ["-E", "kernel.cu", I, "-arch=sm_80"],
+    "M-stdout": ["-M", "kernel.cu", I],
+    "MM": ["-MM", "kernel.cu", I, "-MF", "kernel.deps"],
+    "M-o": ["-M", "kernel.cu", I, "-o", "kernel.deps"],
+    "MD": ["-c", "kernel.cu", I, "-arch=sm_80", "-MD"],
+    "MMD-MP": ["-c", "kernel.cu", I, *GENCODE_3, "-MMD", "-MP"],
+    "cmake-style": ["-c", "kernel.cu", I, "-arch=sm_80", "-MD", "-MT", "obj/kernel.o", "-MF", "kernel.o.d", "-x", "cu", "-o", "kernel.o"],
+    "long-dependency-options": [
+        "-c", "kernel.cu", I, "-arch=sm_80", "--generate-nonsystem-dependencies-with-compile",
+        "--dependency-output", "deps.d", "--dependency-target-name=named", "--generate-dependency-targets",
+    ],  # fmt: skip
+    "long-M": ["--generate-dependencies", "kernel.cu", I, "--output-directory", "objs"],
+    "repeated-MT-warning": ["-c", "kernel.cu", I, "-arch=sm_80", "-MD", "-MT", "a", "-MT", "b"],
+    "odir": ["-c", "kernel.cu", I, "-arch=sm_80", "-odir", "objs", "-MD", "-MF", "k.d"],
+    "odir-missing": ["-c", "kernel.cu", I, "-arch=sm_80", "-odir", "no_such_dir", "-MD"],
+    "Xptxas-v": ["-c", "kernel.cu", I, *GENCODE_3, "-Xptxas", "-v"],
+    "Xcompiler": ["-c", "warning.cu", "-arch=sm_80", "-Xcompiler", "-Wall,-Wextra", "-Xcompiler=-fPIC"],
+    "ccbin-name": ["-c", "kernel.cu", I, "-arch=sm_80", "-ccbin", "g++"],
+    "ccbin-dir": ["-c", "kernel.cu", I, "-arch=sm_80", "-ccbin", "/usr/bin"],
+    "two-inputs": ["-c", "kernel.cu", "main.cu", I, "-arch=sm_80"],
+    "spaces": ["-c", "dir with space/spaced kernel.cu", I, "-arch=sm_80", "-o", "dir with space/out file.o", "-MD"],
+    "threads": ["-c", "kernel.cu", I, *GENCODE_3, "-t", "2", "-MD"],
+    "threads-long": ["-c", "kernel.cu", I, *GENCODE_3, "--threads", "0"],
+    "split-compile": ["-c", "kernel.cu", I, "-arch=sm_80", "--split-compile", "2"],
+    # nvcc -G is not reproducible with compression: its temp names end up compressed.
+    "G": ["-c", "kernel.cu", I, "-arch=sm_80", "-G", "-compress-mode=none"],
+    "lineinfo": ["-c", "kernel.cu", I, "-arch=sm_80", "-lineinfo"],
+    "module-id-rerun": ["-c", "host_first.cu", *GENCODE_3],
+    "warnings": ["-c", "warning.cu", "-arch=sm_80"],
+    # Failures: same message, same exit code, no object, nothing left in TMPDIR.
+    "syntax-error": ["-c", "syntax_error.cu", "-arch=sm_80", "-MD"],
+    "device-error": ["-c", "device_error.cu", *GENCODE_3],
+    "missing-include": ["-c", "missing_include.cu", "-arch=sm_80"],
+    "ptxas-bad-option": ["-c", "kernel.cu", I, "-arch=sm_80", "-Xptxas", "-bogus"],
+    "host-bad-option": ["-c", "kernel.cu", I, "-arch=sm_80", "-Xcompiler", "-bogus"],
+    "unknown-option": ["-c", "kernel.cu", "--bogus"],
+    "missing-source": ["-c", "no_such_file.cu"],
+    # Modes that go to nvcc unchanged.
+    "version": ["--version"],
+    "list-gpu-arch": ["--list-gpu-arch"],
+    "dryrun": ["--dryrun", "-c", "kernel.cu", I],
+    "verbose": ["-v", "-c", "kernel.cu", I, "-arch=sm_80"],
+    "keep": ["-c", "kernel.cu", I, "-arch=sm_80", "--keep"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_same_as_nvcc(nvcc, sources, case):
+    assert_same(compare(nvcc, CASES[case], cwd=sources))
+
+
+@pytest.mark.parametrize("mode", ["--faithful", "--sequential", "-j1"])
+@pytest.mark.parametrize("case", ["c-3arch", "MMD-MP", "lib", "syntax-error", "threads"])
+def test_other_modes_same_as_nvcc(nvcc, sources, mode, case):
+    assert_same(compare(nvcc, CASES[case], cwd=sources, options=[mode]))
+
+
+def test_dlink_and_tmpdir_elsewhere(nvcc, sources, tmp_path):
+    """-dlink of -dc objects, with TMPDIR in a directory whose name has a space."""
+    build = run_tool([nvcc, "-dc", "rdc_a.cu", "rdc_b.cu", "-arch=sm_80"], cwd=sources, tmpdir=tmp_path / "t0")
+    assert build.returncode == 0
+    tmpdir = tmp_path / "tmp dir"
+    args = ["-dlink", "rdc_a.o", "rdc_b.o", "-arch=sm_80", "-o", "dlink.o"]
+    assert_same(compare(nvcc, args, cwd=sources, tmpdir=tmpdir))
+    # -g embeds the temp directory: both must have used the one TMPDIR names.
+    args = ["-c", "kernel.cu", I, "-arch=sm_80", "-g", "-o", "debug.o"]
+    result = compare(nvcc, args, cwd=sources, tmpdir=tmpdir)
+    assert_same(result, host_debug_info=True, scratch=tmp_path)
+    assert str(tmpdir).encode() in result.fast.files["debug.o"]
+
+
+def test_module_id_mismatch_reruns_cicc(nvcc, sources, tmp_path):
+    """host_first.cu's first external definition is host-only: cicc's own module_id differs."""
+    args = ["-c", "host_first.cu", "-arch=sm_80"]
+    outcome = run_tool(fast_nvcc_command(nvcc, args, ["-v"]), cwd=sources, tmpdir=tmp_path / "t")
+    assert outcome.returncode == 0
+    assert b"its module_id differs from nvcc's; reran it as printed" in outcome.stderr
+    outcome = run_tool(fast_nvcc_command(nvcc, ["-c", "kernel.cu", I, "-arch=sm_80"], ["-v"]), cwd=sources, tmpdir=tmp_path / "t")
+    assert b"reran" not in outcome.stderr
+
+
+def test_disable_runs_plain_nvcc(nvcc, sources, tmp_path):
+    outcome = run_tool(
+        fast_nvcc_command(nvcc, ["--dryrun", "-c", "kernel.cu"], ["-v"]),
+        cwd=sources, tmpdir=tmp_path / "t", env={"FAST_NVCC_DISABLE": "1"},
+    )  # fmt: skip
+    assert outcome.returncode == 0
+    assert b"running nvcc unchanged: FAST_NVCC_DISABLE is set" in outcome.stderr

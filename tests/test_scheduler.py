@@ -1,0 +1,132 @@
+"""The scheduler with real processes (sh): bounds, order of output, failures, kills."""
+
+import io
+import os
+import time
+
+import psutil
+import pytest
+
+from fast_nvcc.graph import Action, Dag, Task, priorities
+from fast_nvcc.plan import Kind, Step
+from fast_nvcc.scheduler import Internal, Runner, State
+
+
+def sh_task(task_id: int, script: str, *, index: int | None = None) -> Task:
+    step = Step(
+        index=task_id if index is None else index,
+        text=script,
+        kind=Kind.OTHER,
+        tool="sh",
+        argv=("sh", "-c", script),
+    )
+    return Task(task_id, step, Action.EXEC, argv=step.argv)
+
+
+def run(tasks, preds=None, *, jobs=4, tmp_path, combine=False):
+    preds = preds or [frozenset() for _ in tasks]
+    dag = Dag(tuple(tasks), tuple(frozenset(p) for p in preds))
+    out, err = io.BytesIO(), io.BytesIO()
+    runner = Runner(
+        dag,
+        env=os.environ,
+        cwd=str(tmp_path),
+        workdir=str(tmp_path),
+        jobs=jobs,
+        priorities=priorities(dag, [1.0] * len(tasks)),
+        internal=Internal(),
+        combine_output=combine,
+        stdout=out,
+        stderr=err,
+    )
+    result = runner.run()
+    return result, out.getvalue(), err.getvalue()
+
+
+def overlap(records) -> int:
+    events = sorted([(r.start, 1) for r in records if r.start is not None] +
+                    [(r.end, -1) for r in records if r.end is not None])  # fmt: skip
+    level = peak = 0
+    for _, delta in events:
+        level += delta
+        peak = max(peak, level)
+    return peak
+
+
+def test_never_more_than_jobs_at_once(tmp_path):
+    tasks = [sh_task(i, "sleep 0.2") for i in range(6)]
+    result, _, _ = run(tasks, jobs=2, tmp_path=tmp_path)
+    assert result.returncode == 0
+    assert overlap(result.records) == 2
+    assert {r.slot for r in result.records} == {0, 1}
+
+
+def test_edges_are_respected(tmp_path):
+    tasks = [sh_task(0, "sleep 0.2; echo a > f"), sh_task(1, "cat f")]
+    result, out, _ = run(tasks, [set(), {0}], tmp_path=tmp_path)
+    assert out == b"a\n"
+    assert result.records[1].start >= result.records[0].end
+
+
+def test_output_is_forwarded_in_nvcc_order(tmp_path):
+    tasks = [
+        sh_task(0, "sleep 0.4; echo first; echo first-err >&2"),
+        sh_task(1, "echo second; echo second-err >&2"),
+    ]
+    result, out, err = run(tasks, tmp_path=tmp_path)
+    assert result.records[1].end < result.records[0].end  # finished first, printed second
+    assert out == b"first\nsecond\n" and err == b"first-err\nsecond-err\n"
+
+
+def test_combined_output_keeps_interleaving(tmp_path):
+    tasks = [sh_task(0, "echo 1; echo 2 >&2; echo 3")]
+    _, out, err = run(tasks, tmp_path=tmp_path, combine=True)
+    assert out == b"1\n2\n3\n" and err == b""
+
+
+def test_failure_stops_later_steps_and_keeps_earlier_ones(tmp_path):
+    tasks = [
+        sh_task(0, "sleep 0.5; echo early"),  # before the failure in nvcc's order: runs to the end
+        sh_task(1, "echo broken >&2; exit 3"),
+        sh_task(2, "sleep 30"),  # after it: killed
+        sh_task(3, "echo never"),  # after it and waiting: never started
+    ]
+    start = time.monotonic()
+    result, out, err = run(tasks, [set(), set(), set(), {2}], jobs=4, tmp_path=tmp_path)
+    assert time.monotonic() - start < 10
+    assert result.returncode == 3 and result.failed_task == 1
+    states = [r.state for r in result.records]
+    assert states == [State.DONE, State.FAILED, State.KILLED, State.SKIPPED]
+    assert out == b"early\n" and err == b"broken\n"
+
+
+def test_the_earliest_failure_in_nvcc_order_wins(tmp_path):
+    tasks = [
+        sh_task(0, "sleep 0.5; echo slow-error >&2; exit 2"),
+        sh_task(1, "echo fast-error >&2; exit 1"),
+    ]
+    result, _, err = run(tasks, tmp_path=tmp_path)
+    assert result.returncode == 2 and result.failed_task == 0
+    assert err == b"slow-error\n"  # nvcc would never have reached the second step
+
+
+def test_killed_steps_leave_no_processes(tmp_path):
+    tasks = [sh_task(0, "exit 1", index=0), sh_task(1, "sleep 60 & sleep 60; wait", index=1)]
+    result, _, _ = run(tasks, tmp_path=tmp_path)
+    assert result.returncode == 1
+    children = psutil.Process().children(recursive=True)
+    assert not [c for c in children if "sleep" in " ".join(c.cmdline())]
+
+
+def test_a_missing_tool_fails_like_sh(tmp_path):
+    step = Step(index=0, text="nope", kind=Kind.OTHER, tool="nope", argv=("/no/such/tool",))
+    result, _, err = run([Task(0, step, Action.EXEC, argv=step.argv)], tmp_path=tmp_path)
+    assert result.returncode == 127
+    assert err == b"sh: 1: /no/such/tool: not found\n"
+
+
+def test_resource_usage_is_recorded(tmp_path):
+    result, _, _ = run([sh_task(0, "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done")], tmp_path=tmp_path)
+    (record,) = result.records
+    assert record.cpu_seconds > 0 and record.max_rss_kb > 0
+    assert record.seconds >= record.cpu_seconds * 0.5
