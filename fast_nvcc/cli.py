@@ -52,6 +52,21 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", dest="verbose", action="count", default=0,
         help="say what fast_nvcc decides (fallbacks to plain nvcc and why)",
     )
+    reports = parser.add_argument_group("where the time goes (none of these changes the compile)")
+    reports.add_argument(
+        "--graph", metavar="FILE",
+        help="the execution DAG with durations and the critical path: .dot, or .svg/.png/.pdf (needs Graphviz)",
+    )
+    reports.add_argument("--table", metavar="FILE.csv", help="one CSV row per step: times, exit code, sizes")
+    reports.add_argument(
+        "--trace", metavar="FILE.json", help="a Chrome trace (Perfetto, chrome://tracing), one lane per job slot"
+    )
+    reports.add_argument(
+        "--verbose", dest="plan_listing", metavar="FILE",
+        help="nvcc's plan as it would run it, one argument per line",
+    )
+    reports.add_argument("--save", dest="save_dir", metavar="DIR", help="keep a copy of every intermediate file, per step")
+    reports.add_argument("--summary", action="store_true", help="after the compile, a short account on stderr")
     return parser
 
 
@@ -97,7 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
 
+    import os
+
     from .driver import Config, run
+    from .reports import ReportError
     from .toolchain import ToolchainError
 
     config = Config(
@@ -106,10 +124,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         faithful=options.faithful,
         sequential=options.sequential,
         verbose=options.verbose,
+        graph=options.graph,
+        table=options.table,
+        trace=options.trace,
+        plan_listing=options.plan_listing,
+        save_dir=options.save_dir,
+        summary=options.summary,
+        log=os.environ.get("FAST_NVCC_LOG") or None,
     )
     try:
         return run(config, nvcc_args)
-    except ToolchainError as exc:
+    except (ToolchainError, ReportError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,7 +1,7 @@
-"""One nvcc invocation, run as a DAG: plan, graph, run, clean up, exit code.
+"""One nvcc invocation, run as a DAG: plan, graph, run, report, clean up, exit code.
 
 The driver owns the invocation's lifetime: its private work directory, the temp files the plan
-names, signals, and the decision to hand a command line to nvcc unchanged.
+names, signals, the reports, and the decision to hand a command line to nvcc unchanged.
 """
 
 from __future__ import annotations
@@ -10,15 +10,17 @@ import glob
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from . import depfile, nvcc_args
-from .graph import Dag, build_dag, default_costs, priorities, sequential_dag
+from . import depfile, nvcc_args, reports
+from .graph import Dag, Task, build_dag, default_costs, priorities, sequential_dag
 from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun
-from .scheduler import Internal, Interrupted, Runner, RunResult, State, StepFailed
+from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
 from .toolchain import find_nvcc
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -33,19 +35,17 @@ class Config:
     faithful: bool = False
     sequential: bool = False
     verbose: int = 0
+    graph: str | None = None
+    table: str | None = None
+    trace: str | None = None
+    plan_listing: str | None = None
+    save_dir: str | None = None
+    summary: bool = False
+    log: str | None = None  # FAST_NVCC_LOG
 
-
-@dataclass(slots=True)
-class Invocation:
-    """What one run produced, for reports."""
-
-    nvcc: str
-    args: list[str]
-    plan: Plan | None = None
-    dag: Dag | None = None
-    result: RunResult | None = None
-    passthrough: str | None = None
-    notes: list[str] = field(default_factory=list)
+    @property
+    def wants_report(self) -> bool:
+        return bool(self.graph or self.table or self.trace or self.summary or self.log)
 
 
 def usable_cpus() -> int:
@@ -69,57 +69,84 @@ def jobs_for(config: Config, env=os.environ) -> int:
 def run(config: Config, args: Sequence[str]) -> int:
     """Compile like ``nvcc args`` would; return nvcc's exit code."""
     env = os.environ
+    started = time.time()
     nvcc = find_nvcc(config.nvcc, env=env)
-    if env.get("FAST_NVCC_DISABLE", "") not in ("", "0"):
-        return exec_nvcc(nvcc, args, reason="FAST_NVCC_DISABLE is set", config=config)
-    invocation = Invocation(nvcc=nvcc, args=list(args))
     cwd = os.getcwd()
+    if config.graph:
+        reports.check_graph_path(config.graph)
+    if env.get("FAST_NVCC_DISABLE", "") not in ("", "0"):
+        return _passthrough(config, nvcc, args, cwd, started, reason="FAST_NVCC_DISABLE is set")
     try:
         effective = nvcc_args.effective_args(args, env, cwd=cwd)
     except (OSError, ValueError) as exc:
-        return exec_nvcc(nvcc, args, reason=f"cannot read nvcc's options ({exc})", config=config)
+        return _passthrough(config, nvcc, args, cwd, started, reason=f"cannot read nvcc's options ({exc})")
     reason = nvcc_args.passthrough_reason(effective)
     if reason:
-        return exec_nvcc(nvcc, args, reason=reason, config=config)
+        return _passthrough(config, nvcc, args, cwd, started, reason=reason, effective=effective)
 
     dry = run_dryrun(nvcc, args)
     if dry.returncode != 0 or dry.stdout:
-        return exec_nvcc(nvcc, args, reason="nvcc --dryrun did not give a plan", config=config)
+        return _passthrough(config, nvcc, args, cwd, started, reason="nvcc --dryrun gave no plan", effective=effective)
     try:
         plan = parse_plan(retarget(dry.stderr, pid=os.getpid()), env=env, cwd=cwd)
     except PlanError as exc:
-        return exec_nvcc(nvcc, args, reason=f"cannot read the plan: {exc}", config=config)
-    invocation.plan = plan
-    return _run_plan(config, invocation, plan, effective, cwd=cwd)
+        return _passthrough(config, nvcc, args, cwd, started, reason=f"cannot read the plan: {exc}", effective=effective)
+    if config.plan_listing:
+        _try_report(lambda: reports.write_plan_listing(plan, config.plan_listing), "--verbose")
+    return _run_plan(config, nvcc, args, effective, plan, cwd=cwd, started=started)
 
 
-def exec_nvcc(nvcc: str, args: Sequence[str], *, reason: str, config: Config) -> int:
-    """Become nvcc: same output, same exit code, same signals."""
+def _passthrough(
+    config: Config,
+    nvcc: str,
+    args: Sequence[str],
+    cwd: str,
+    started: float,
+    *,
+    reason: str,
+    effective: Sequence[str] | None = None,
+) -> int:
+    """Hand the command line to nvcc.  Without a log to write, become nvcc (exec): same output,
+    exit code and signals.  With one, run it as a child and record how it went."""
     _say(config, f"running nvcc unchanged: {reason}")
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(nvcc, [nvcc, *args])
-    return 127  # pragma: no cover - execv does not return
+    if not config.log:
+        os.execv(nvcc, [nvcc, *args])
+    clock = time.monotonic()
+    proc = subprocess.run([nvcc, *args], check=False)
+    code = proc.returncode
+    record = reports.log_record(
+        nvcc=nvcc, args=args, cwd=cwd,
+        sources=_sources(effective or args), outputs=[],
+        exit_code=code if code >= 0 else 128 - code,
+        wall_seconds=time.monotonic() - clock, started=started, mode="passthrough", reason=reason,
+    )  # fmt: skip
+    _try_report(lambda: reports.append_log(config.log, record), "FAST_NVCC_LOG")
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
 
 
 def _run_plan(
-    config: Config, invocation: Invocation, plan: Plan, effective: list[str], *, cwd: str
+    config: Config,
+    nvcc: str,
+    args: Sequence[str],
+    effective: list[str],
+    plan: Plan,
+    *,
+    cwd: str,
+    started: float,
 ) -> int:
     workdir = tempfile.mkdtemp(prefix="fast_nvcc-")
     previous = {sig: signal.signal(sig, _interrupt) for sig in _SIGNALS}
     runner: Runner | None = None
     try:
-        shell = config.faithful
-        dag = build_dag(plan, shell=shell, speculate=not (config.faithful or config.sequential), workdir=workdir)
-        if dag.problems:
-            for problem in dag.problems:
-                _say(config, f"running the plan in nvcc's order: {problem}")
-            dag = sequential_dag(plan, shell=shell)
-        elif config.sequential:
-            dag = sequential_dag(plan, shell=shell)
-        invocation.dag = dag
+        dag = _dag_for(config, plan, workdir)
         jobs = jobs_for(config)
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs")
+        observer = _Observer(plan, config.save_dir, workdir) if config.wants_report or config.save_dir else None
         runner = Runner(
             dag,
             env=plan.env,
@@ -130,13 +157,15 @@ def _run_plan(
             internal=_PlanInternal(plan, effective, cwd=cwd),
             messages=plan.messages,
             combine_output=_same_output(),
+            on_event=observer.on_event if observer else None,
         )
         result = runner.run()
-        invocation.result = result
+        _remove_partial_outputs(dag, result.records, cwd=cwd)
         for task, record in zip(dag.tasks, result.records):
             if record.reran:
                 _say(config, f"{task.step.label}: its module_id differs from nvcc's; reran it as printed")
-        _remove_partial_outputs(dag, result.records, cwd=cwd)
+        if config.wants_report:
+            _write_reports(config, nvcc, args, effective, plan, dag, result, jobs, observer, cwd, started)
         return result.returncode
     except Interrupted as exc:
         if runner is not None:
@@ -152,6 +181,108 @@ def _run_plan(
         for sig, handler in previous.items():
             if signal.getsignal(sig) is _interrupt:
                 signal.signal(sig, handler)
+
+
+def _dag_for(config: Config, plan: Plan, workdir: str) -> Dag:
+    shell = config.faithful
+    if config.sequential:
+        return sequential_dag(plan, shell=shell)
+    dag = build_dag(plan, shell=shell, speculate=not config.faithful, workdir=workdir)
+    if dag.problems:
+        for problem in dag.problems:
+            _say(config, f"running the plan in nvcc's order: {problem}")
+        return sequential_dag(plan, shell=shell)
+    return dag
+
+
+def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, jobs, observer, cwd, started) -> None:
+    report = reports.build_report(
+        dag,
+        result.records,
+        wall_seconds=result.wall_seconds,
+        exit_code=result.returncode,
+        jobs=jobs,
+        sizes=observer.sizes if observer else None,
+    )
+    outputs = sorted({os.path.normpath(os.path.join(cwd, o)) for s in plan.steps for o in s.outputs})
+    sources = _sources(effective)
+    title = f"nvcc {' '.join(args)}"
+    if config.graph:
+        _try_report(lambda: reports.write_graph(report, config.graph, title=title), "--graph")
+    if config.table:
+        _try_report(lambda: reports.write_table(report, config.table), "--table")
+    if config.trace:
+        _try_report(lambda: reports.write_trace(report, config.trace, name=title), "--trace")
+    if config.summary:
+        what = " ".join(os.path.basename(s) for s in sources) + " -> " + " ".join(os.path.relpath(o, cwd) for o in outputs)
+        sys.stderr.write(reports.format_summary(report, what=what))
+        sys.stderr.flush()
+    if config.log:
+        record = reports.log_record(
+            nvcc=nvcc, args=args, cwd=cwd, sources=sources, outputs=outputs,
+            exit_code=result.returncode, wall_seconds=result.wall_seconds, started=started,
+            mode="sequential" if config.sequential else "dag", report=report,
+        )  # fmt: skip
+        _try_report(lambda: reports.append_log(config.log, record), "FAST_NVCC_LOG")
+
+
+def _try_report(write, what: str) -> None:
+    """A report that cannot be written is worth a warning, never a different exit code."""
+    try:
+        write()
+    except (OSError, reports.ReportError) as exc:
+        print(f"fast_nvcc: warning: {what}: {exc}", file=sys.stderr, flush=True)
+    except Exception as exc:  # graphviz's own errors, for one
+        print(f"fast_nvcc: warning: {what}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+
+def _sources(args: Sequence[str]) -> list[str]:
+    return [o.name for o in nvcc_args.iter_options(args) if o.value is None and not o.name.startswith("-")]
+
+
+class _Observer:
+    """Measures what each step read and wrote, and keeps copies for --save, as steps end
+    (later steps may overwrite or remove the temp files)."""
+
+    def __init__(self, plan: Plan, save_dir: str | None, workdir: str) -> None:
+        self.paths = {os.path.basename(p): p for p in plan.temp_paths}
+        self.save_dir = save_dir
+        self.sizes: dict[int, tuple[int, int]] = {}
+
+    def path(self, key: str) -> str:
+        return self.paths.get(key, key)
+
+    def on_event(self, what: str, task: Task, record: Record) -> None:
+        if what != "end":
+            return
+        step = task.step
+        read = sum(_size(self.path(k)) for k in step.reads)
+        written = sum(_size(self.path(k)) for k in step.writes)
+        self.sizes[task.id] = (read, written)
+        if self.save_dir and record.state in (State.DONE, State.FAILED):
+            self._save(task, record)
+
+    def _save(self, task: Task, record: Record) -> None:
+        name = "-".join(p for p in (f"{task.step.index:02d}", task.label.split(" ", 1)[1], str(task.id)) if p)
+        target = os.path.join(self.save_dir, name.replace(" ", "_").replace("/", "_"))
+        try:
+            os.makedirs(target, exist_ok=True)
+            for key in task.step.writes:
+                path = self.path(key)
+                if os.path.isfile(path):
+                    shutil.copy2(path, os.path.join(target, os.path.basename(path)))
+            for fd, path in record.captures:
+                if os.path.isfile(path):
+                    shutil.copy2(path, os.path.join(target, "stdout" if fd == 1 else "stderr"))
+        except OSError as exc:
+            print(f"fast_nvcc: warning: --save: {exc}", file=sys.stderr, flush=True)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 class _PlanInternal(Internal):
@@ -207,7 +338,8 @@ def _umask() -> int:
 def _remove_partial_outputs(dag: Dag, records, *, cwd: str, interrupted: bool = False) -> None:
     """A step killed halfway may leave half a file: remove what it was writing."""
     for task, record in zip(dag.tasks, records):
-        if record.state is State.KILLED or (interrupted and record.start is not None and record.end is None):
+        killed = record.state is State.KILLED
+        if killed or (interrupted and record.start is not None and record.end is None):
             for output in task.step.outputs:
                 try:
                     os.remove(os.path.join(cwd, output))

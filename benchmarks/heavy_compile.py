@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""One heavy compile: benchmarks/heavy.cu (Thrust/CUB) for eight targets.
+
+Compares, in one run on one machine: plain nvcc, nvcc -t0, nvcc -t0 --split-compile 0, and
+fast_nvcc; prints median wall times, ratios against plain nvcc and against the best nvcc flags,
+and fast_nvcc's own critical path (from its step times, FAST_NVCC_LOG).  fast_nvcc's object is
+checked against nvcc's, temp names masked.
+
+    python benchmarks/heavy_compile.py [--runs 3] [--targets 8|2] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from common import (
+    BENCHMARKS,
+    EIGHT_TARGETS,
+    Series,
+    fast_nvcc_command,
+    fast_nvcc_env,
+    find_nvcc,
+    machine,
+    masked,
+    ratio_table,
+    read_log,
+    timed,
+    today,
+    tool_versions,
+    write_json,
+)
+
+SOURCE = BENCHMARKS / "heavy.cu"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nvcc")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--targets", type=int, choices=(2, 8), default=8, help="8: the issue's set; 2: a quick check")
+    parser.add_argument("--fast-options", default="", help="extra fast_nvcc options, space-separated")
+    parser.add_argument("--json")
+    options = parser.parse_args()
+
+    nvcc = find_nvcc(options.nvcc)
+    targets = EIGHT_TARGETS if options.targets == 8 else EIGHT_TARGETS[2:6]
+    args = ["-c", str(SOURCE), *targets]
+    with tempfile.TemporaryDirectory(prefix="fast_nvcc-bench-") as tmp:
+        work = Path(tmp)
+        log = work / "fast_nvcc.jsonl"
+        variants = {
+            "nvcc": ([nvcc, *args], None),
+            "nvcc -t0": ([nvcc, "-t0", *args], None),
+            "nvcc -t0 --split-compile 0": ([nvcc, "-t0", "--split-compile", "0", *args], None),
+            "fast_nvcc": (
+                [*fast_nvcc_command(), "--nvcc", nvcc, *options.fast_options.split(), "--", *args],
+                fast_nvcc_env({"FAST_NVCC_LOG": str(log)}),
+            ),
+        }
+        series = {name: Series(name) for name in variants}
+        names = list(variants)
+        for run in range(options.runs):
+            order = names[run % len(names) :] + names[: run % len(names)]
+            for name in order:
+                command, env = variants[name]
+                out = work / f"{name.replace(' ', '_')}.o"
+                seconds = timed([*command, "-o", str(out)], cwd=work, env=env)
+                series[name].seconds.append(seconds)
+                print(f"run {run + 1}: {name:28s} {seconds:7.2f} s", file=sys.stderr, flush=True)
+        identical = masked(work / "nvcc.o") == masked(work / "fast_nvcc.o")
+        records = read_log(log)
+
+    critical = statistics.median(r["critical_path_seconds"] for r in records) if records else float("nan")
+    ours = series["fast_nvcc"]
+    info = {**machine(), **tool_versions(nvcc), "date": today()}
+    print(f"\n## One heavy compile: heavy.cu, {len(targets) // 2} -gencode targets")
+    print(f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['gcc']}, {info['date']}\n")
+    print(ratio_table(list(series.values()), ours="fast_nvcc", baselines=names[:3]))
+    print(f"\nfast_nvcc's critical path (its own step times): {critical:.2f} s;"
+          f" fast_nvcc wall / critical path = {ours.median / critical:.2f}")  # fmt: skip
+    print(f"fast_nvcc's object identical to nvcc's (temp names masked): {'yes' if identical else 'NO'}")
+    write_json(options.json, {
+        "scenario": "heavy", "machine": info, "targets": len(targets) // 2,
+        "series": {s.name: s.seconds for s in series.values()},
+        "critical_path_seconds": critical, "identical": identical,
+    })  # fmt: skip
+    return 0 if identical else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,414 @@
+"""Where one compile's time went: the graph, a table, a Chrome trace, a summary, a JSONL log.
+
+Everything here reads a finished (or failed, or interrupted) run and writes files; nothing here
+changes what the compile produces.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import json
+import os
+import shlex
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from .graph import Action, Dag, critical_path
+from .plan import Plan
+from .scheduler import Record, State
+
+LOG_SCHEMA_VERSION = 1
+RENDERED_FORMATS = ("svg", "png", "pdf")
+
+
+class ReportError(Exception):
+    """A report cannot be written as asked (one line for the user)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepReport:
+    task: int
+    index: int
+    label: str
+    tool: str
+    kind: str
+    arch: str | None
+    action: str
+    start: float | None
+    end: float | None
+    seconds: float
+    cpu_seconds: float | None
+    max_rss_kb: int | None
+    exit_code: int | None
+    state: str
+    critical: bool
+    slot: int | None
+    bytes_read: int
+    bytes_written: int
+    reran: bool
+    command: tuple[str, ...]
+    preds: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    steps: tuple[StepReport, ...]
+    wall_seconds: float
+    exit_code: int
+    jobs: int
+
+    @property
+    def serial_seconds(self) -> float:
+        return sum(step.seconds for step in self.steps)
+
+    @property
+    def critical_path_seconds(self) -> float:
+        return sum(step.seconds for step in self.steps if step.critical)
+
+    @property
+    def parallelism(self) -> float:
+        return self.serial_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+
+def build_report(
+    dag: Dag,
+    records: Sequence[Record],
+    *,
+    wall_seconds: float,
+    exit_code: int,
+    jobs: int,
+    sizes: Mapping[int, tuple[int, int]] | None = None,
+) -> RunReport:
+    durations = [record.seconds for record in records]
+    critical = set(critical_path(dag, durations))
+    sizes = sizes or {}
+    steps = []
+    for task, record in zip(dag.tasks, records):
+        read, written = sizes.get(task.id, (0, 0))
+        steps.append(
+            StepReport(
+                task=task.id,
+                index=task.step.index,
+                label=task.label,
+                tool="check module_id" if task.action is Action.CHECK_MODULE_ID else task.step.tool,
+                kind=task.step.kind.value,
+                arch=task.step.arch,
+                action=task.action.value,
+                start=record.start,
+                end=record.end,
+                seconds=record.seconds,
+                cpu_seconds=record.cpu_seconds,
+                max_rss_kb=record.max_rss_kb,
+                exit_code=record.returncode,
+                state=record.state.value,
+                critical=task.id in critical and record.state is not State.SKIPPED,
+                slot=record.slot,
+                bytes_read=read,
+                bytes_written=written,
+                reran=record.reran,
+                command=_command_of(task),
+                preds=tuple(sorted(dag.preds[task.id])),
+            )
+        )
+    return RunReport(tuple(steps), wall_seconds, exit_code, jobs)
+
+
+def _command_of(task) -> tuple[str, ...]:
+    if task.action is Action.SHELL:
+        return ("/bin/sh", "-c", task.step.text)
+    if task.action is Action.CHECK_MODULE_ID:
+        return task.rerun
+    return task.argv or (task.step.text,)
+
+
+# -- the graph --------------------------------------------------------------------------------
+
+
+def check_graph_path(path: str) -> None:
+    """Fail before compiling when --graph asks for a rendering nobody can make."""
+    ext = _extension(path)
+    if ext == "dot" or ext == "gv":
+        return
+    if ext not in RENDERED_FORMATS:
+        raise ReportError(f"--graph {path}: use .dot, .gv, {', '.join('.' + f for f in RENDERED_FORMATS)}")
+    import shutil
+
+    if shutil.which("dot") is None:
+        raise ReportError(
+            f"--graph {path} needs Graphviz's 'dot' program (e.g. apt install graphviz); "
+            "a .dot file needs nothing"
+        )
+
+
+def graph_source(report: RunReport, *, title: str = "") -> str:
+    import graphviz
+
+    dot = graphviz.Digraph("fast_nvcc", graph_attr={"rankdir": "LR", "label": title, "labelloc": "t"})
+    dot.attr("node", shape="box", style="rounded,filled", fillcolor="white", fontname="Helvetica")
+    for step in report.steps:
+        label = step.label
+        if step.state in ("done", "failed"):
+            label += f"\n{step.seconds:.2f} s"
+        attrs = {"label": label}
+        if step.critical:
+            attrs.update(color="red", penwidth="2.5", fillcolor="#ffe6e6")
+        if step.state == "failed":
+            attrs.update(fillcolor="#ff9999")
+        elif step.state in ("skipped", "killed"):
+            attrs.update(style="rounded,dashed", fontcolor="gray40")
+        dot.node(str(step.task), **attrs)
+    critical = {s.task for s in report.steps if s.critical}
+    for step in report.steps:
+        for pred in step.preds:
+            on_path = pred in critical and step.task in critical
+            dot.edge(str(pred), str(step.task), **({"color": "red", "penwidth": "2.5"} if on_path else {}))
+    return dot.source
+
+
+def write_graph(report: RunReport, path: str, *, title: str = "") -> None:
+    source = graph_source(report, title=title)
+    ext = _extension(path)
+    if ext in ("dot", "gv"):
+        _write_text(path, source)
+        return
+    import graphviz
+
+    data = graphviz.Source(source).pipe(format=ext)
+    _write_bytes(path, data)
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+TABLE_COLUMNS = (
+    "index", "task", "tool", "arch", "state", "start", "end", "seconds", "cpu_seconds",
+    "max_rss_kb", "exit_code", "critical", "bytes_read", "bytes_written", "slot", "command",
+)  # fmt: skip
+
+
+def write_table(report: RunReport, path: str) -> None:
+    rows = []
+    for step in sorted(report.steps, key=lambda s: (s.index, s.task)):
+        rows.append(
+            {
+                "index": step.index,
+                "task": step.task,
+                "tool": step.tool,
+                "arch": step.arch or "",
+                "state": step.state,
+                "start": _fmt(step.start),
+                "end": _fmt(step.end),
+                "seconds": f"{step.seconds:.6f}",
+                "cpu_seconds": _fmt(step.cpu_seconds),
+                "max_rss_kb": "" if step.max_rss_kb is None else step.max_rss_kb,
+                "exit_code": "" if step.exit_code is None else step.exit_code,
+                "critical": int(step.critical),
+                "bytes_read": step.bytes_read,
+                "bytes_written": step.bytes_written,
+                "slot": "" if step.slot is None else step.slot,
+                "command": shlex.join(step.command),
+            }
+        )
+    tmp = _tmp_name(path)
+    with open(tmp, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=TABLE_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+
+
+# -- the trace ---------------------------------------------------------------------------------
+
+
+class TraceEvent(TypedDict, total=False):
+    name: str
+    cat: str
+    ph: str
+    ts: float
+    dur: float
+    pid: int
+    tid: int
+    args: dict[str, Any]
+
+
+def trace_events(report: RunReport, *, pid: int = 1, offset_us: float = 0.0, name: str = "fast_nvcc") -> list[TraceEvent]:
+    """Chrome Trace Event Format: one lane (tid) per job slot, in-process steps on lane 0."""
+    events: list[TraceEvent] = [
+        {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}},
+        {"name": "thread_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "fast_nvcc (in-process)"}},
+    ]
+    lanes = sorted({s.slot for s in report.steps if s.slot is not None})
+    for slot in lanes:
+        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": slot + 1, "args": {"name": f"slot {slot + 1}"}})
+        events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": slot + 1, "args": {"sort_index": slot + 1}})
+    for step in report.steps:
+        if step.start is None or step.end is None:
+            continue
+        events.append(
+            {
+                "name": step.label,
+                "cat": step.kind,
+                "ph": "X",
+                "ts": offset_us + step.start * 1e6,
+                "dur": max(step.seconds * 1e6, 1.0),
+                "pid": pid,
+                "tid": 0 if step.slot is None else step.slot + 1,
+                "args": {
+                    "exit_code": step.exit_code,
+                    "state": step.state,
+                    "critical": step.critical,
+                    "cpu_seconds": step.cpu_seconds,
+                    "max_rss_kb": step.max_rss_kb,
+                    "command": shlex.join(step.command),
+                },
+            }
+        )
+    return events
+
+
+def write_trace(report: RunReport, path: str, *, name: str = "fast_nvcc") -> None:
+    document = {"traceEvents": trace_events(report, name=name), "displayTimeUnit": "ms"}
+    _write_text(path, json.dumps(document, indent=1))
+
+
+# -- the summary and the plan listing ----------------------------------------------------------
+
+
+def format_summary(report: RunReport, *, what: str = "") -> str:
+    ran = [s for s in report.steps if s.state in ("done", "failed") and s.action != "check-module-id"]
+    longest = sorted(ran, key=lambda s: s.seconds, reverse=True)[:3]
+    head = f"fast_nvcc: {what} (exit {report.exit_code})" if what else f"fast_nvcc: exit {report.exit_code}"
+    lines = [
+        head,
+        f"  wall {report.wall_seconds:.2f} s | steps {report.serial_seconds:.2f} s"
+        f" | critical path {report.critical_path_seconds:.2f} s"
+        f" | parallelism {report.parallelism:.1f} of {report.jobs} jobs",
+        "  longest: " + "; ".join(f"{s.label} {s.seconds:.2f} s" for s in longest),
+    ]
+    reran = [s.label for s in report.steps if s.reran]
+    if reran:
+        lines.append("  module_id differed, cicc rerun: " + ", ".join(reran))
+    return "\n".join(lines) + "\n"
+
+
+def write_plan_listing(plan: Plan, path: str) -> None:
+    """The plan as nvcc would run it: its variables, then each command expanded, one argument
+    per line."""
+    lines = ["# nvcc's variables, set in the environment of every command"]
+    lines += [f"{name}={value}" for name, value in plan.assignments]
+    for step in plan.steps:
+        lines.append("")
+        lines.append(f"# {step.label}")
+        if step.needs_shell or not step.argv:
+            lines.append(step.text)
+            continue
+        lines.extend(shlex.quote(word) for word in step.argv)
+        lines.extend(f"{'' if r.fd == 1 else r.fd}{'>>' if r.append else '>'} {shlex.quote(r.target)}" for r in step.redirects)
+    _write_text(path, "\n".join(lines) + "\n")
+
+
+# -- the build log (FAST_NVCC_LOG) -------------------------------------------------------------
+
+
+def log_record(
+    *,
+    nvcc: str,
+    args: Sequence[str],
+    cwd: str,
+    sources: Sequence[str],
+    outputs: Sequence[str],
+    exit_code: int,
+    wall_seconds: float,
+    started: float,
+    mode: str,
+    reason: str | None = None,
+    report: RunReport | None = None,
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "version": LOG_SCHEMA_VERSION,
+        "time": started,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "cwd": cwd,
+        "nvcc": nvcc,
+        "args": list(args),
+        "sources": list(sources),
+        "outputs": list(outputs),
+        "exit_code": exit_code,
+        "wall_seconds": round(wall_seconds, 6),
+        "mode": mode,
+    }
+    if reason:
+        record["reason"] = reason
+    if report is not None:
+        record["jobs"] = report.jobs
+        record["critical_path_seconds"] = round(report.critical_path_seconds, 6)
+        record["steps"] = [
+            {
+                "index": s.index,
+                "tool": s.tool,
+                "kind": s.kind,
+                "arch": s.arch,
+                "start": _round(s.start),
+                "end": _round(s.end),
+                "seconds": round(s.seconds, 6),
+                "cpu_seconds": _round(s.cpu_seconds),
+                "max_rss_kb": s.max_rss_kb,
+                "exit_code": s.exit_code,
+                "state": s.state,
+                "critical": s.critical,
+            }
+            for s in report.steps
+        ]
+    return record
+
+
+def append_log(path: str, record: Mapping[str, Any]) -> None:
+    """Append one JSON line.  One write(2) of the whole line on an O_APPEND descriptor, under an
+    exclusive lock: lines from concurrent compiles never interleave or get lost."""
+    line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _extension(path: str) -> str:
+    return os.path.splitext(path)[1].lstrip(".").lower()
+
+
+def _fmt(value: float | None) -> str:
+    return "" if value is None else f"{value:.6f}"
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _tmp_name(path: str) -> str:
+    return f"{path}.tmp{os.getpid()}"
+
+
+def _write_text(path: str, text: str) -> None:
+    _write_bytes(path, text.encode("utf-8"))
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    tmp = _tmp_name(path)
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, path)
+
+
+def now() -> float:
+    return time.time()
