@@ -27,7 +27,12 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
-        usage=f"{PROG} [OPTIONS] -- <nvcc args>\n       {PROG} [OPTIONS] /path/to/nvcc <nvcc args>",
+        usage=(
+            f"{PROG} [OPTIONS] -- <nvcc args>\n"
+            f"       {PROG} [OPTIONS] /path/to/nvcc <nvcc args>\n"
+            f"       {PROG} analyze [PATHS...]   (see {PROG} analyze --help)\n"
+            f"       {PROG} cache stats|clear"
+        ),
         description=(
             "A drop-in nvcc that runs nvcc's own plan (nvcc --dryrun) as a dataflow graph, "
             "independent steps in parallel, with outputs identical to nvcc's."
@@ -100,8 +105,19 @@ def split_command_line(argv: Sequence[str], parser: argparse.ArgumentParser):
     return list(argv), None, None
 
 
+# `fast_nvcc SUBCOMMAND ...`: each lives in its own module with a main(argv) -> int.
+SUBCOMMANDS = {
+    "analyze": "fast_nvcc.analysis",
+    "cache": "fast_nvcc.cache",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        import importlib
+
+        return importlib.import_module(SUBCOMMANDS[argv[0]]).main(argv[1:])
     parser = build_parser()
     try:
         ours, nvcc, nvcc_args = split_command_line(argv, parser)
