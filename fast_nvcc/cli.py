@@ -131,8 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import os
 
     from .driver import Config, run
-    from .reports import ReportError
-    from .toolchain import ToolchainError
+    from .errors import FastNvccError
 
     config = Config(
         nvcc=nvcc or options.nvcc,
@@ -150,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return run(config, nvcc_args)
-    except (ToolchainError, ReportError) as exc:
+    except FastNvccError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

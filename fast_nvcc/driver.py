@@ -8,22 +8,27 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from . import depfile, nvcc_args, reports
-from .graph import Dag, Task, build_dag, default_costs, priorities, sequential_dag
+from . import depfile, nvcc_args
+from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
+from .history import Cost, History, Measurement, estimate, history_path
 from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun
 from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
+from .slots import MemoryGate, slots_from_environment
 from .toolchain import find_nvcc
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_TEMP_REST = re.compile(r"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}-\d+_(.*)")
+_FREE = Cost(0.0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,8 @@ def run(config: Config, args: Sequence[str]) -> int:
     nvcc = find_nvcc(config.nvcc, env=env)
     cwd = os.getcwd()
     if config.graph:
+        from . import reports
+
         reports.check_graph_path(config.graph)
     if env.get("FAST_NVCC_DISABLE", "") not in ("", "0"):
         return _passthrough(config, nvcc, args, cwd, started, reason="FAST_NVCC_DISABLE is set")
@@ -92,6 +99,8 @@ def run(config: Config, args: Sequence[str]) -> int:
     except PlanError as exc:
         return _passthrough(config, nvcc, args, cwd, started, reason=f"cannot read the plan: {exc}", effective=effective)
     if config.plan_listing:
+        from . import reports
+
         _try_report(lambda: reports.write_plan_listing(plan, config.plan_listing), "--verbose")
     return _run_plan(config, nvcc, args, effective, plan, cwd=cwd, started=started)
 
@@ -113,6 +122,8 @@ def _passthrough(
     sys.stderr.flush()
     if not config.log:
         os.execv(nvcc, [nvcc, *args])
+    from . import reports
+
     clock = time.monotonic()
     proc = subprocess.run([nvcc, *args], check=False)
     code = proc.returncode
@@ -145,7 +156,13 @@ def _run_plan(
     try:
         dag = _dag_for(config, plan, workdir)
         jobs = jobs_for(config)
-        _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs")
+        sources = [os.path.join(cwd, s) for s in _sources(effective)]
+        history = History(history_path(os.environ)) if os.environ.get("FAST_NVCC_HISTORY", "1") != "0" else None
+        known = history.lookup(sources) if history else {}
+        owners = _source_of_steps(plan, sources)
+        costs = [_cost(known, task, owners) for task in dag.tasks]
+        slots = slots_from_environment(os.environ, pool_size=usable_cpus())
+        _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
         observer = _Observer(plan, config.save_dir, workdir) if config.wants_report or config.save_dir else None
         runner = Runner(
             dag,
@@ -153,14 +170,22 @@ def _run_plan(
             cwd=cwd,
             workdir=workdir,
             jobs=jobs,
-            priorities=priorities(dag, default_costs(dag)),
+            priorities=priorities(dag, [c.seconds for c in costs]),
             internal=_PlanInternal(plan, effective, cwd=cwd),
             messages=plan.messages,
             combine_output=_same_output(),
             on_event=observer.on_event if observer else None,
+            slots=slots,
+            memory=MemoryGate(lambda task: costs[task.id].rss_kb * 1024),
         )
-        result = runner.run()
+        try:
+            result = runner.run()
+        finally:
+            slots.close()
         _remove_partial_outputs(dag, result.records, cwd=cwd)
+        if history is not None:
+            history.record(_measurements(dag, result.records, owners))
+            history.close()
         for task, record in zip(dag.tasks, result.records):
             if record.reran:
                 _say(config, f"{task.step.label}: its module_id differs from nvcc's; reran it as printed")
@@ -183,6 +208,42 @@ def _run_plan(
                 signal.signal(sig, handler)
 
 
+def _source_of_steps(plan: Plan, sources: Sequence[str]) -> dict[int, str]:
+    """Which input file each step works for, from the stem nvcc puts in its temp names
+    (tmpxft_..-7_kernel.compute_80.cpp1.ii belongs to kernel.cu)."""
+    stems = [(os.path.splitext(os.path.basename(s))[0] + ".", s) for s in sources]
+    default = sources[0] if len(sources) == 1 else ""
+    owners = {}
+    for step in plan.steps:
+        owner = default
+        for key in sorted(step.reads | step.writes):
+            rest = _TEMP_REST.match(key)
+            match = rest and next((s for stem, s in stems if rest.group(1).startswith(stem)), None)
+            if match:
+                owner = match
+                break
+        owners[step.index] = owner
+    return owners
+
+
+def _cost(known, task: Task, owners: Mapping[int, str]):
+    if task.action is Action.CHECK_MODULE_ID:
+        return _FREE
+    step = task.step
+    return estimate(known, source=owners.get(step.index, ""), tool=step.tool, arch=step.arch or "", kind=step.kind)
+
+
+def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]) -> list[Measurement]:
+    found = []
+    for task, record in zip(dag.tasks, records):
+        if record.state is State.DONE and task.action in (Action.EXEC, Action.SHELL) and not record.reran:
+            step = task.step
+            found.append(
+                Measurement(owners.get(step.index, ""), step.tool, step.arch or "", record.seconds, record.max_rss_kb or 0)
+            )
+    return found
+
+
 def _dag_for(config: Config, plan: Plan, workdir: str) -> Dag:
     shell = config.faithful
     if config.sequential:
@@ -196,6 +257,8 @@ def _dag_for(config: Config, plan: Plan, workdir: str) -> Dag:
 
 
 def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, jobs, observer, cwd, started) -> None:
+    from . import reports
+
     report = reports.build_report(
         dag,
         result.records,
@@ -203,6 +266,7 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
         exit_code=result.returncode,
         jobs=jobs,
         sizes=observer.sizes if observer else None,
+        started_at=result.started_at,
     )
     outputs = sorted({os.path.normpath(os.path.join(cwd, o)) for s in plan.steps for o in s.outputs})
     sources = _sources(effective)
@@ -228,9 +292,11 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
 
 def _try_report(write, what: str) -> None:
     """A report that cannot be written is worth a warning, never a different exit code."""
+    from .reports import ReportError
+
     try:
         write()
-    except (OSError, reports.ReportError) as exc:
+    except (OSError, ReportError) as exc:
         print(f"fast_nvcc: warning: {what}: {exc}", file=sys.stderr, flush=True)
     except Exception as exc:  # graphviz's own errors, for one
         print(f"fast_nvcc: warning: {what}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from .plan import Kind, Plan, Step, is_temp, source_outputs
@@ -31,24 +31,6 @@ class Action(enum.Enum):
     DEPFILE = "depfile"  # nvcc's in-process dependency filter
     REMOVE = "remove"  # nvcc's in-process rm
     CHECK_MODULE_ID = "check-module-id"  # ours: compare a speculative module_id with nvcc's
-
-
-# First-run guesses of each kind's cost, in seconds, relative to each other: what matters is
-# that cicc, cudafe++ and the host compile dominate and that in-process steps cost nothing.
-DEFAULT_COSTS: Mapping[Kind, float] = {
-    Kind.PREPROCESS: 1.0,
-    Kind.CUDAFE: 2.5,
-    Kind.CICC: 5.0,
-    Kind.PTXAS: 1.5,
-    Kind.FATBINARY: 0.1,
-    Kind.NVLINK: 0.5,
-    Kind.HOST_COMPILE: 3.0,
-    Kind.LINK: 1.0,
-    Kind.ARCHIVE: 0.2,
-    Kind.DEPFILE: 0.05,
-    Kind.REMOVE: 0.0,
-    Kind.OTHER: 0.5,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,17 +234,6 @@ def to_networkx(dag: Dag):
     if not nx.is_directed_acyclic_graph(graph):
         raise ValueError("the plan's dependency graph has a cycle")
     return graph
-
-
-def default_costs(dag: Dag, known: Mapping[Hashable, float] | None = None) -> list[float]:
-    known = known or {}
-    costs = []
-    for task in dag.tasks:
-        if task.action is Action.CHECK_MODULE_ID:
-            costs.append(0.0)
-        else:
-            costs.append(known.get(task.id, DEFAULT_COSTS[task.step.kind]))
-    return costs
 
 
 def _task_for(task_id: int, step: Step, *, shell: bool) -> Task:

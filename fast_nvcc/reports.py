@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from .errors import FastNvccError
 from .graph import Action, Dag, critical_path
 from .plan import Plan
 from .scheduler import Record, State
@@ -25,7 +26,7 @@ LOG_SCHEMA_VERSION = 1
 RENDERED_FORMATS = ("svg", "png", "pdf")
 
 
-class ReportError(Exception):
+class ReportError(FastNvccError):
     """A report cannot be written as asked (one line for the user)."""
 
 
@@ -60,6 +61,7 @@ class RunReport:
     wall_seconds: float
     exit_code: int
     jobs: int
+    started_at: float = 0.0
 
     @property
     def serial_seconds(self) -> float:
@@ -82,6 +84,7 @@ def build_report(
     exit_code: int,
     jobs: int,
     sizes: Mapping[int, tuple[int, int]] | None = None,
+    started_at: float = 0.0,
 ) -> RunReport:
     durations = [record.seconds for record in records]
     critical = set(critical_path(dag, durations))
@@ -114,7 +117,7 @@ def build_report(
                 preds=tuple(sorted(dag.preds[task.id])),
             )
         )
-    return RunReport(tuple(steps), wall_seconds, exit_code, jobs)
+    return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at)
 
 
 def _command_of(task) -> tuple[str, ...]:
@@ -345,6 +348,7 @@ def log_record(
         record["reason"] = reason
     if report is not None:
         record["jobs"] = report.jobs
+        record["run_start"] = report.started_at
         record["critical_path_seconds"] = round(report.critical_path_seconds, 6)
         record["steps"] = [
             {
@@ -360,6 +364,7 @@ def log_record(
                 "exit_code": s.exit_code,
                 "state": s.state,
                 "critical": s.critical,
+                "command": s.action in ("exec", "shell"),
             }
             for s in report.steps
         ]

@@ -27,6 +27,7 @@ from typing import BinaryIO
 
 from .graph import Action, Dag, Task
 from .plan import Step
+from .slots import MemoryGate, Slots
 
 KILL_GRACE_SECONDS = 2.0
 
@@ -67,6 +68,7 @@ class RunResult:
     records: tuple[Record, ...]
     failed_task: int | None
     wall_seconds: float
+    started_at: float = 0.0  # Unix time the records' start and end offsets count from
 
 
 class Internal:
@@ -118,6 +120,8 @@ class Runner:
         stdout: BinaryIO | None = None,
         stderr: BinaryIO | None = None,
         on_event: Callable[[str, Task, Record], None] | None = None,
+        slots: Slots | None = None,
+        memory: MemoryGate | None = None,
     ) -> None:
         self.dag = dag
         self.env = dict(env)
@@ -131,6 +135,9 @@ class Runner:
         self.stdout = stdout
         self.stderr = stderr
         self.on_event = on_event
+        self.slots = slots or Slots()
+        self.memory = memory
+        self._commands = 0  # commands (slot-taking tasks) running now
         self.records = [Record(task.id) for task in dag.tasks]
         self._events: queue.Queue[tuple[int, BaseException | None]] = queue.Queue()
         self._running: dict[int, _Running] = {}
@@ -143,6 +150,7 @@ class Runner:
 
     def run(self) -> RunResult:
         self._t0 = time.monotonic()
+        self._started_at = time.time()
         tasks = self.dag.tasks
         succs = self.dag.succs
         waiting = [len(p) for p in self.dag.preds]
@@ -155,23 +163,33 @@ class Runner:
         failed: int | None = None  # task id of the earliest failure in nvcc's order
         try:
             while True:
+                blocked = False  # a ready step waits for a shared slot or for memory
                 while ready:
                     _, _, task_id = ready[0]
                     task = tasks[task_id]
                     if failed is not None and task.order > tasks[failed].order:
                         heapq.heappop(ready)
                         continue
-                    if _takes_slot(task) and not self._free_slots:
+                    if _takes_slot(task) and not self._reserve_slot(task):
+                        blocked = bool(self._free_slots)
                         break
                     heapq.heappop(ready)
                     self._start(task)
+                self._release_idle_slots()
                 if not self._running:
-                    break
-                task_id, error = self._next_event()
+                    if not ready:
+                        break
+                    time.sleep(0.02)  # nothing of ours runs: wait for the pool to free a slot
+                    continue
+                event = self._next_event(timeout=0.05 if blocked else 0.5)
+                if event is None:
+                    continue
+                task_id, error = event
                 run = self._running.pop(task_id)
                 record = self.records[task_id]
                 if record.slot is not None:
                     self._free_slots.append(record.slot)
+                    self._commands -= 1
                 if error is not None:
                     raise error
                 if run.killed:
@@ -192,6 +210,7 @@ class Runner:
             raise
         finally:
             self._join()
+            self.slots.release_all()
         emitter.forward(upto=None if failed is None else tasks[failed].order, final=failed is None)
         returncode = 0
         if failed is not None:
@@ -201,17 +220,33 @@ class Runner:
             records=tuple(self.records),
             failed_task=failed,
             wall_seconds=time.monotonic() - self._t0,
+            started_at=self._started_at,
         )
+
+    def _reserve_slot(self, task: Task) -> bool:
+        """May ``task`` start now?  Within -j, with a shared slot (the implicit one, one held,
+        or one newly taken from the jobserver or the pool), and with memory to spare."""
+        if not self._free_slots:
+            return False
+        if self._commands >= self.slots.implicit + self.slots.held and not self.slots.try_acquire():
+            return False
+        if self.memory is not None and self._commands and not self.memory.allows(task):
+            return False
+        return True
+
+    def _release_idle_slots(self) -> None:
+        """Give back shared slots no running step uses, so other compiles can have them."""
+        while self.slots.held > max(0, self._commands - self.slots.implicit):
+            self.slots.release()
 
     def _rank(self, task: Task) -> tuple[float, tuple[int, int], int]:
         return (-self.priorities[task.id], task.order, task.id)
 
-    def _next_event(self) -> tuple[int, BaseException | None]:
-        while True:
-            try:
-                return self._events.get(timeout=0.5)
-            except queue.Empty:
-                continue
+    def _next_event(self, *, timeout: float) -> tuple[int, BaseException | None] | None:
+        try:
+            return self._events.get(timeout=timeout)
+        except queue.Empty:
+            return None
 
     def _notify(self, what: str, task: Task, record: Record) -> None:
         if self.on_event is not None:
@@ -223,6 +258,9 @@ class Runner:
         record = self.records[task.id]
         if _takes_slot(task):
             record.slot = self._free_slots.pop()
+            self._commands += 1
+            if self.memory is not None:
+                self.memory.taken(task)
         record.start = self._now()
         self._running[task.id] = _Running(task)
         self._notify("start", task, record)

@@ -9,9 +9,11 @@ import shutil
 import sys
 from collections.abc import Mapping
 
+from .errors import FastNvccError
 
-class ToolchainError(Exception):
-    pass
+
+class ToolchainError(FastNvccError):
+    """No usable nvcc."""
 
 
 def find_nvcc(explicit: str | None = None, *, env: Mapping[str, str] = os.environ) -> str:

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,12 @@ def _toolchains() -> list[str]:
 
 
 TOOLCHAINS = _toolchains()
+
+# Keep the user's ~/.cache/fast_nvcc (history, cache) and slot pool out of the tests.
+_SESSION_DIR = tempfile.mkdtemp(prefix="fast_nvcc-tests-")
+os.environ["FAST_NVCC_CACHE_DIR"] = os.path.join(_SESSION_DIR, "cache")
+os.environ["FAST_NVCC_POOL_DIR"] = os.path.join(_SESSION_DIR, "slots")
+atexit.register(shutil.rmtree, _SESSION_DIR, True)
 
 
 def _toolchain_id(path: str) -> str:

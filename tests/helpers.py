@@ -59,7 +59,10 @@ def run_tool(
         shutil.rmtree(tmpdir)
     tmpdir.mkdir(parents=True)
     before = snapshot(cwd)
-    base = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_")}
+    # The caller's fast_nvcc settings would change what is tested; the cache directory and the
+    # slot pool the test session chose stay.
+    keep = ("FAST_NVCC_CACHE_DIR", "FAST_NVCC_POOL_DIR")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_") or k in keep}
     full_env = {**base, "TMPDIR": str(tmpdir), **(env or {})}
     proc = subprocess.run(
         list(command), cwd=cwd, env=full_env, capture_output=True, timeout=timeout, check=False
