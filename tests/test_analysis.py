@@ -1,0 +1,658 @@
+"""fast_nvcc analyze: ninja logs (v5, v6, v7, several builds), FAST_NVCC_LOG, the bound and its
+what-if, the reports, and a real CMake + Ninja build of examples/cmake."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TOOLCHAINS
+
+from fast_nvcc import analysis
+from fast_nvcc.analysis import (
+    Bound,
+    Job,
+    NinjaEntry,
+    WhatIfRule,
+    analyze,
+    apply_what_if,
+    assign_slots,
+    build_jobs,
+    load_build,
+    max_concurrency,
+    nice_interval,
+    parse_fast_nvcc_log,
+    parse_ninja_log,
+    split_builds,
+    trace_events,
+    wall_bound,
+)
+
+DATA = Path(__file__).parent / "data" / "ninja_logs"
+EXAMPLE = Path(__file__).parent.parent / "examples" / "cmake"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def ninja_log(entries, *, version: int = 5) -> str:
+    """A .ninja_log of (start_ms, end_ms, output[, hash]) in the order given."""
+    lines = [f"# ninja log v{version}"]
+    for number, (start, end, output, *rest) in enumerate(entries):
+        command_hash = rest[0] if rest else f"{number:016x}"
+        mtime = 1_700_000_000_000_000_000 + end
+        lines.append(f"{start}\t{end}\t{mtime}\t{output}\t{command_hash}")
+    return "\n".join(lines) + "\n"
+
+
+def log_record(time, wall, outputs, steps=(), *, cwd="/b"):
+    """A FAST_NVCC_LOG line as fast_nvcc writes it (reports.log_record)."""
+    return {
+        "version": 1, "time": time, "host": "h", "pid": 1, "cwd": cwd, "nvcc": "nvcc", "args": [],
+        "sources": [], "outputs": list(outputs), "exit_code": 0, "wall_seconds": wall, "mode": "dag",
+        "jobs": 4, "critical_path_seconds": wall,
+        "steps": [
+            {"index": i, "tool": tool, "kind": kind, "arch": arch, "start": start, "end": start + seconds,
+             "seconds": seconds, "cpu_seconds": seconds / 2, "max_rss_kb": 1, "exit_code": 0,
+             "state": "done", "critical": False}
+            for i, (tool, kind, arch, start, seconds) in enumerate(steps)
+        ],
+    }  # fmt: skip
+
+
+def write_jsonl(path: Path, records) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def run_main(capsys, *argv):
+    code = analysis.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def check_trace(events) -> list[dict]:
+    """What Perfetto and chrome://tracing need, and that each lane's spans nest."""
+    for event in events:
+        assert {"name", "ph", "pid", "tid"} <= set(event)
+        assert isinstance(event["pid"], int) and isinstance(event["tid"], int)
+        if event["ph"] == "X":
+            assert isinstance(event["ts"], (int, float)) and event["ts"] >= 0
+            assert isinstance(event["dur"], (int, float)) and event["dur"] >= 0
+        else:
+            assert event["ph"] == "M" and event["name"] in (
+                "process_name",
+                "thread_name",
+                "thread_sort_index",
+            )
+    spans = [e for e in events if e["ph"] == "X"]
+    named = {e["tid"] for e in events if e["name"] == "thread_name"}
+    by_lane: dict[int, list[dict]] = {}
+    for span in spans:
+        assert span["tid"] in named
+        by_lane.setdefault(span["tid"], []).append(span)
+    for lane in by_lane.values():
+        open_ends: list[float] = []
+        for span in sorted(lane, key=lambda e: (e["ts"], -e["dur"])):
+            while open_ends and open_ends[-1] <= span["ts"]:
+                open_ends.pop()
+            end = span["ts"] + span["dur"]
+            assert not open_ends or end <= open_ends[-1], f"{span['name']} overlaps its lane"
+            open_ends.append(end)
+    return spans
+
+
+# -- the ninja log -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [5, 6, 7])
+def test_synthetic_log_by_hand(version, capsys):
+    # a [0,1] b [0,2] c [0.5,1.5] d [2,4] (d.o and d.h: one edge).  wall 4, sum 1+2+1+2 = 6.
+    path = DATA / f"v{version}.ninja_log"
+    build = load_build([str(path)])
+    assert build.ninja_version == version and (build.index, build.count) == (1, 1)
+    assert sorted(job.name for job in build.jobs) == ["a.o", "b.o", "c.o", "d.o, d.h"]
+    result = analyze(build, interval=1.0)
+    assert result.wall == 4.0 and result.job_seconds == 6.0 and result.parallelism == 1.5
+    # a, b and c overlap in [0.5, 1): three at once, so three slots when -j is not given.
+    assert (result.max_concurrency, result.slots, result.slots_given) == (3, 3, False)
+    # At t=1 a has just ended; at t=2 b has ended and d started.  Means: [0,1] a+b+half of c.
+    assert [(r.time, r.running, r.mean) for r in result.profile] == [
+        (0.0, 2, 2.5), (1.0, 2, 1.5), (2.0, 1, 1.0), (3.0, 1, 1.0),
+    ]  # fmt: skip
+    assert result.bound == Bound(lower=max(2.0, 6 / 3), upper=(6 - 2) / 3 + 2)
+    assert analyze(build, slots=2).bound == Bound(lower=3.0, upper=4.0)
+
+    code, out, _ = run_main(capsys, path, "--format", "json", "-j", "2", "--interval", "1")
+    report = json.loads(out)
+    assert code == 0
+    assert (report["wall_seconds"], report["job_seconds"], report["parallelism"]) == (4.0, 6.0, 1.5)
+    assert (report["slots"], report["slots_source"], report["parallelism_share"]) == (
+        2,
+        "option",
+        0.75,
+    )
+    assert [row["running"] for row in report["profile"]["rows"]] == [2, 2, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("build", "wall", "jobs"),
+    [
+        (-1, 9.0, {"a.o": 9.0}),  # a.o again: a new build, though its end time went up
+        (3, 9.0, {"a.o": 9.0}),
+        (-2, 1.7, {"a.o": 1.5, "app": 0.2}),  # an end time went down: the incremental build
+        (2, 1.7, {"a.o": 1.5, "app": 0.2}),
+        (1, 4.0, {"a.o": 1.0, "b.o": 3.0, "app": 1.0}),
+    ],
+)
+def test_several_builds_in_one_log(build, wall, jobs):
+    result = analyze(load_build([str(DATA / "builds.ninja_log")], build=build))
+    assert result.build.count == 3
+    assert result.wall == pytest.approx(wall)
+    assert {job.name: round(job.seconds, 6) for job in result.build.jobs} == jobs
+
+
+def test_split_builds_keeps_the_newest_entry_of_each_output():
+    entries = [
+        NinjaEntry(0, 10, "a", "1"),
+        NinjaEntry(0, 20, "b", "2"),
+        NinjaEntry(0, 30, "a", "3"),
+    ]
+    builds = split_builds(entries)
+    assert [[e.output for e in b] for b in builds] == [["a", "b"], ["a"]]
+    assert builds[-1][0].command_hash == "3"
+
+
+def test_outputs_of_one_edge_are_one_job():
+    entries = [
+        NinjaEntry(5, 10, "x.h", "h"),
+        NinjaEntry(5, 10, "x.cc", "h"),
+        NinjaEntry(5, 10, "y", "other"),
+    ]
+    jobs = build_jobs(entries)
+    assert sorted(job.outputs for job in jobs) == [("x.h", "x.cc"), ("y",)]
+    assert all(job.start == 0 and job.end == 0.005 for job in jobs)
+
+
+@pytest.mark.parametrize(
+    ("text", "outputs"),
+    [
+        ("# ninja log v5\n0\t1\t0\ta b\th\n", ["a b"]),  # spaces in an output
+        (
+            "# ninja log v5\n0\t1\t0\ta\th\n# ninja log v5\n1\t2\t0\tb\th2\n",
+            ["a", "b"],
+        ),  # a header again
+        (
+            "# ninja log v5\n0\t1\t0\ta\th\n\n1\t2\t0\tb\th2",
+            ["a", "b"],
+        ),  # no newline at the end, but whole
+        ("# ninja log v5\n0\t1\t0\ta\th\n1\t2", ["a"]),  # a last line cut short
+        ("# ninja log v6\r\n0\t1\t0\ta\th\r\n", ["a"]),
+    ],
+)
+def test_parse_ninja_log(text, outputs):
+    _, entries = parse_ninja_log(io.StringIO(text, newline=""))
+    assert [e.output for e in entries] == outputs
+
+
+# -- the bound and the what-if ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("durations", "slots", "lower", "upper"),
+    [
+        ([10.0], 4, 10.0, 10.0),
+        ([1.0] * 8, 4, 2.0, 2.75),  # (8 - 1) / 4 + 1
+        ([100.0] + [1.0] * 100, 10, 100.0, 110.0),
+        ([3.0, 3.0, 3.0], 1, 9.0, 9.0),  # one slot: the sum, both ways
+        ([], 4, 0.0, 0.0),
+    ],
+)
+def test_wall_bound(durations, slots, lower, upper):
+    assert wall_bound(durations, slots=slots) == Bound(lower, upper)
+
+
+def long_pole_log(tmp_path: Path) -> Path:
+    """One 100 s job and 100 jobs of 1 s on the other 9 of 10 slots, in ninja's end order."""
+    entries = [(0, 100_000, "CMakeFiles/te.dir/activation/pole.cu.o")]
+    entries += [
+        ((k // 9) * 1000, (k // 9) * 1000 + 1000, f"CMakeFiles/te.dir/small/s{k}.cu.o")
+        for k in range(100)
+    ]
+    path = tmp_path / ".ninja_log"
+    path.write_text(ninja_log(sorted(entries, key=lambda e: e[1])))
+    return path
+
+
+def test_what_if_on_one_long_pole(tmp_path, capsys):
+    build = load_build([str(long_pole_log(tmp_path))])
+    rules = [WhatIfRule("activation/*", 0.0)]
+    result = analyze(build, slots=10, what_if=rules)
+    assert result.wall == 100.0 and result.job_seconds == 200.0
+    assert result.bound.lower == 100.0  # max(100, 200 / 10)
+    # With the pole at 0 s: max(1, 100 / 10) = 10; list scheduling: (100 - 1) / 10 + 1.
+    assert result.what_if.bound == Bound(10.0, 10.9)
+    assert result.what_if.rules == ((rules[0], 1),) and result.what_if.job_seconds == 100.0
+    pole, second = result.long_poles[:2]
+    assert pole.job.seconds == 100.0 and pole.floor_without == 10.0
+    assert second.job.seconds == 1.0 and second.floor_without == 100.0  # max(100, 199 / 10)
+
+    code, out, _ = run_main(
+        capsys,
+        tmp_path,
+        "-j",
+        "10",
+        "--what-if",
+        "activation/*=0",
+        "--top",
+        "3",
+        "--format",
+        "json",
+    )
+    report = json.loads(out)
+    assert code == 0 and report["bound"]["lower_seconds"] == 100.0
+    assert (
+        report["what_if"]["lower_seconds"] == 10.0 and report["what_if"]["rules"][0]["matched"] == 1
+    )
+    assert [p["floor_drop_seconds"] for p in report["long_poles"]] == [90.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "matched"),
+    [
+        ("activation/*", ["CMakeFiles/te.dir/activation/gelu.cu.o"]),  # after any '/'
+        ("*.cu.o", ["CMakeFiles/te.dir/activation/gelu.cu.o", "CMakeFiles/te.dir/norm/ln.cu.o"]),
+        ("ln.cu.o", ["CMakeFiles/te.dir/norm/ln.cu.o"]),
+        ("CMakeFiles/te.dir/norm/*", ["CMakeFiles/te.dir/norm/ln.cu.o"]),
+        ("tivation/*", []),  # whole path components only
+        ("/build/libte.so", ["libte.so"]),  # absolute: against the absolute path
+    ],
+)
+def test_what_if_patterns(pattern, matched):
+    jobs = [
+        Job((name,), 0.0, 1.0)
+        for name in (
+            "CMakeFiles/te.dir/activation/gelu.cu.o",
+            "CMakeFiles/te.dir/norm/ln.cu.o",
+            "libte.so",
+        )
+    ]
+    result = apply_what_if(jobs, [WhatIfRule(pattern, 0.0)], slots=1, build_dir="/build")
+    assert result.rules[0][1] == len(matched)
+    assert result.job_seconds == 3.0 - len(matched)
+
+
+def test_absolute_patterns_without_a_ninja_log():
+    record = parse_fast_nvcc_log(
+        [json.dumps(log_record(0.0, 2.0, ["/src/build/k.o"], cwd="/src/build"))]
+    ).__next__()
+    jobs = [Job(("k.o",), 0.0, 2.0, record)]
+    assert apply_what_if(jobs, [WhatIfRule("/src/*/k.o", 0.0)], slots=1).job_seconds == 0.0
+
+
+def test_the_last_matching_rule_wins():
+    jobs = [Job(("a.o",), 0.0, 10.0), Job(("b.o",), 0.0, 10.0)]
+    result = apply_what_if(jobs, [WhatIfRule("*.o", 1.0), WhatIfRule("b.o", 5.0)], slots=2)
+    assert result.job_seconds == 6.0 and [n for _, n in result.rules] == [2, 1]
+
+
+@pytest.mark.parametrize(
+    ("wall", "interval"),
+    [(4.87, 0.2), (100.0, 5.0), (15706.0, 1000.0), (20.0, 1.0), (0.0, 1.0), (3600.0, 200.0)],
+)
+def test_nice_interval(wall, interval):
+    assert nice_interval(wall) == pytest.approx(interval)
+
+
+@pytest.mark.parametrize(
+    ("spans", "peak", "slots"),
+    [
+        ([(0, 1), (1, 2), (2, 3)], 1, [0, 0, 0]),  # back to back: one slot
+        ([(0, 2), (1, 3), (2, 4)], 2, [0, 1, 0]),
+        ([(0, 4), (0, 1), (1, 2), (0, 3)], 3, [0, 2, 2, 1]),  # ties: the longer job first
+        ([(0, 0), (0, 0)], 0, [0, 0]),
+    ],
+)
+def test_concurrency_and_slots(spans, peak, slots):
+    jobs = [Job((f"j{i}",), float(s), float(e)) for i, (s, e) in enumerate(spans)]
+    assert max_concurrency(sorted(j.start for j in jobs), sorted(j.end for j in jobs)) == peak
+    assert assign_slots(jobs) == slots
+
+
+# -- FAST_NVCC_LOG ---------------------------------------------------------------------------------
+
+STEPS = [
+    ("gcc -E", "preprocess", "compute_90", 0.0, 1.0),
+    ("cicc", "cicc", "compute_90", 1.0, 4.0),
+    ("check module_id", "cicc", "compute_90", 5.0, 0.5),  # bookkeeping: left out
+    ("ptxas", "ptxas", "sm_90", 5.0, 2.0),
+    ("ptxas", "ptxas", "sm_100a", 5.0, 6.0),
+    ("cudafe++", "cudafe++", None, 1.0, 3.0),
+    ("gcc -c", "host-compile", None, 11.0, 2.0),
+]
+
+
+def test_fast_nvcc_log_alone(tmp_path, capsys):
+    # Two compiles of 13 s one build, then, after more than a quiet minute, a second build.
+    log = write_jsonl(tmp_path / "log.jsonl", [
+        log_record(1000.0, 13.0, ["/b/a.o", "/b/a.o.d"], STEPS),
+        log_record(1005.0, 13.0, ["/b/b.o"], STEPS),
+        log_record(2000.0, 2.0, ["/b/a.o"], [("gcc -c", "host-compile", None, 0.0, 2.0)]),
+    ])  # fmt: skip
+    last = analyze(load_build([str(log)]))
+    assert (last.build.index, last.build.count, last.build.unjoined) == (2, 2, 2)
+    assert last.wall == 2.0 and [job.name for job in last.build.jobs] == ["a.o"]
+
+    first = analyze(load_build([str(log)], build=1))
+    assert first.wall == 18.0 and first.job_seconds == 26.0 and first.max_concurrency == 2
+    phases = {p.kind: (p.seconds, p.steps) for p in first.phases}
+    assert phases == {
+        "ptxas": (16.0, 4),
+        "cicc": (8.0, 2),
+        "cudafe++": (6.0, 2),
+        "host-compile": (4.0, 2),
+        "preprocess": (2.0, 2),
+    }
+    by_arch = [(p.kind, p.arch, p.seconds) for p in first.arch_phases]
+    assert by_arch == [
+        ("ptxas", "sm_100a", 12.0),
+        ("cicc", "compute_90", 8.0),
+        ("ptxas", "sm_90", 4.0),
+        ("preprocess", "compute_90", 2.0),
+    ]
+
+    code, out, _ = run_main(capsys, log, "--build", "1")
+    assert code == 0
+    assert "ptxas       sm_100a       12.00" in out and "a.o, a.o.d" in out
+
+
+def test_parse_fast_nvcc_log_skips_blank_lines():
+    text = "\n" + json.dumps(log_record(1.0, 2.0, ["/x.o"])) + "\n\n"
+    records = list(parse_fast_nvcc_log(io.StringIO(text)))
+    assert len(records) == 1 and records[0].outputs == ("/x.o",)
+
+
+# .ninja_log and FAST_NVCC_LOG of builds of examples/cmake with fast_nvcc as the launcher (nvcc
+# 13.0, -j 2), by ninja 1.11.1 (log v5) and by ninja 1.13.0 from PyPI (log v7); the build
+# directory's path is @EXAMPLE@/build in the log.
+EXAMPLES = ["example-v5", "example-v7"]
+
+
+def example_build(tmp_path: Path, example: str = EXAMPLES[0]) -> Path:
+    """The example's logs moved under tmp_path: returns the build directory."""
+    build = tmp_path / "example" / "build"
+    build.mkdir(parents=True)
+    shutil.copy(DATA / example / ".ninja_log", build / ".ninja_log")
+    text = (DATA / example / "fast_nvcc_log.jsonl").read_text()
+    (tmp_path / "log.jsonl").write_text(
+        text.replace("@EXAMPLE@", str(tmp_path.resolve() / "example"))
+    )
+    return build
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_join_with_fast_nvcc_log(tmp_path, capsys, example):
+    build_dir = example_build(tmp_path, example)
+    build = load_build([str(build_dir), str(tmp_path / "log.jsonl")])
+    assert build.ninja_version == int(example[-1])
+    assert len(build.jobs) == 9 and build.unjoined == 0
+    joined = sorted(job.name for job in build.jobs if job.record is not None)
+    assert len(joined) == 5 and all(name.endswith(".cu.o") for name in joined)
+    for job in build.jobs:
+        if job.record is not None:
+            assert job.record.outputs[0] == str(build_dir.resolve() / job.outputs[0])
+            assert 0 < job.steps_origin < job.seconds
+
+    code, out, _ = run_main(
+        capsys,
+        build_dir,
+        tmp_path / "log.jsonl",
+        "--trace",
+        tmp_path / "t.json",
+        "--format",
+        "json",
+    )
+    assert code == 0
+    report = json.loads(out)
+    assert report["joined"] == 5 and report["jobs"] == 9
+    assert {"cicc", "ptxas", "cudafe++", "host-compile"} <= {p["kind"] for p in report["phases"]}
+    spans = check_trace(json.loads((tmp_path / "t.json").read_text())["traceEvents"])
+    assert sum(1 for s in spans if s["cat"] == "job") == 9
+    assert {s["cat"] for s in spans} >= {"job", "cicc", "ptxas", "cudafe++"}
+
+
+def test_a_record_of_another_build_is_not_joined(tmp_path):
+    build_dir = tmp_path / "b"
+    build_dir.mkdir()
+    (build_dir / ".ninja_log").write_text(
+        ninja_log([(0, 3000, "x.o"), (0, 3000, "y.o"), (0, 3000, "z.o")])
+    )
+    real = str(build_dir.resolve())
+    log = write_jsonl(tmp_path / "log.jsonl", [
+        log_record(5000.0, 2.5, [f"{real}/x.o"]),
+        log_record(5000.1, 2.5, [f"{real}/y.o"]),
+        log_record(10.0, 2.5, [f"{real}/z.o"]),  # hours before: the object's previous compile
+        log_record(5000.0, 9.0, [f"{real}/unrelated.o"]),
+    ])  # fmt: skip
+    build = load_build([str(build_dir), str(log)])
+    assert sorted(job.name for job in build.jobs if job.record is not None) == ["x.o", "y.o"]
+    assert build.unjoined == 2
+
+
+def test_trace_nests_overlapping_steps_on_lanes_below():
+    record = parse_fast_nvcc_log([json.dumps(log_record(0.0, 13.0, ["/b/a.o"], STEPS))]).__next__()
+    jobs = (Job(("a.o",), 0.0, 14.0, record), Job(("b.o",), 0.0, 1.0), Job(("c.o",), 2.0, 3.0))
+    events = trace_events(analysis.Build(jobs))
+    spans = check_trace(events)
+    steps = [s for s in spans if s["cat"] != "job"]
+    assert len(steps) == 6  # check module_id left out
+    assert all(
+        1_000_000 <= s["ts"] and s["ts"] + s["dur"] <= 14_000_000 for s in steps
+    )  # 1 s: 14 - 13
+    lanes = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert lanes[1] == "slot 1" and lanes[2] == "slot 2"
+    assert {lanes[s["tid"]] for s in steps} == {"slot 1", "slot 1 steps 2"}
+
+
+# -- the reports -----------------------------------------------------------------------------------
+
+
+def test_text_and_markdown(tmp_path, capsys):
+    build_dir = example_build(tmp_path)
+    code, text, _ = run_main(
+        capsys, build_dir, tmp_path / "log.jsonl", "--top", "3", "--what-if", "saxpy.cu.o=0"
+    )
+    assert code == 0
+    for needle in (
+        "wall",
+        "effective parallelism",
+        "concurrency",
+        "long poles (top 3",
+        "what-if",
+        "time per phase",
+        "sm_80",
+    ):
+        assert needle in text
+    code, markdown, _ = run_main(capsys, build_dir, tmp_path / "log.jsonl", "--format", "markdown")
+    assert code == 0 and markdown.startswith("# fast_nvcc analyze")
+    assert "## Long poles (top 9;" in markdown and "| # | start (s) |" in markdown
+    assert "|---:|" in markdown and "## Time per phase and architecture" in markdown
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [("png", PNG_MAGIC), ("svg", b"<?xml")])
+def test_plot(tmp_path, capsys, suffix, magic):
+    pytest.importorskip("matplotlib")
+    plot = tmp_path / f"jobs.{suffix}"
+    code, _, err = run_main(capsys, DATA / "v5.ninja_log", "--plot", plot)
+    assert code == 0, err
+    data = plot.read_bytes()
+    assert data.startswith(magic)
+    if suffix == "svg":
+        assert b"<svg" in data[:1000]
+
+
+def test_plot_without_matplotlib(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    code, out, err = run_main(capsys, DATA / "v5.ninja_log", "--plot", tmp_path / "p.png")
+    assert (code, out) == (2, "")
+    assert err == "fast_nvcc: error: --plot needs matplotlib (pip install 'fast_nvcc[plot]')\n"
+
+
+# -- errors ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "message"),
+    [
+        (None, ["missing.log"], "No such file"),
+        ("", ["log"], "empty file"),
+        ("hello\n", ["log"], "neither a .ninja_log nor a FAST_NVCC_LOG"),
+        ("# ninja log v4\n0 1 0 a cmd\n", ["log"], "ninja log v4 is not a format"),
+        ("# ninja log v8\n", ["log"], "ninja log v8 is not a format"),
+        ("# ninja log vX\n", ["log"], "unreadable ninja log header"),
+        ("# ninja log v5\n", ["log"], "no build"),
+        (
+            "# ninja log v5\n0\t1\t0\ta\th\nnot an entry\n2\t3\t0\tb\th\n",
+            ["log"],
+            "log:3: not a ninja log entry",
+        ),
+        ("# ninja log v5\nx\t1\t0\ta\th\n", ["log"], "log:2: not a ninja log entry"),
+        ('{"version": 1\n', ["log"], "log:1: not a JSON line"),
+        (
+            '{"version": 2, "time": 0, "wall_seconds": 1, "outputs": []}\n',
+            ["log"],
+            "schema version 2",
+        ),
+        ('{"version": 1, "time": 0}\n', ["log"], "no field 'wall_seconds'"),
+        (ninja_log([(0, 1, "a")]), ["log", "--build", "2"], "--build 2: log holds 1 build"),
+        (ninja_log([(0, 1, "a")]), ["log", "--build", "0"], "builds count from 1"),
+        (ninja_log([(0, 1, "a")]), ["log", "log"], "one .ninja_log at a time"),
+        (ninja_log([(0, 1, "a")]), ["log", "-j", "0"], "must be at least 1"),
+        (ninja_log([(0, 1, "a")]), ["log", "--what-if", "a.o"], "use PATTERN=SECONDS"),
+        (ninja_log([(0, 1, "a")]), ["log", "--what-if", "a.o=soon"], "is not a number of seconds"),
+        (ninja_log([(0, 1, "a")]), ["log", "--what-if", "a.o=-1"], "seconds must be 0 or more"),
+        (ninja_log([(0, 1, "a")]), ["log", "--interval", "0"], "must be more than 0"),
+        (ninja_log([(0, 1000, "a")]), ["log", "--interval", "0.000001"], "take a larger one"),
+        (ninja_log([(0, 1, "a")]), ["log", "--format", "html"], "invalid choice"),
+        (ninja_log([(0, 1, "a")]), ["log", "--plot", "p.gif"], "use .png, .svg, .pdf"),
+        (
+            ninja_log([(0, 1, "a")]),
+            ["log", "--trace", "no/such/dir/t.json"],
+            "cannot write no/such/dir/t.json",
+        ),
+        (ninja_log([(0, 1, "a")]), ["log", "--bogus"], "unrecognized arguments"),
+        (None, ["."], "a directory without a .ninja_log"),
+    ],
+)
+def test_errors_are_one_line(tmp_path, monkeypatch, capsys, content, args, message):
+    monkeypatch.chdir(tmp_path)
+    if content is not None:
+        (tmp_path / "log").write_text(content)
+    code, out, err = run_main(capsys, *args)
+    assert (code, out) == (2, "")
+    assert err.startswith("fast_nvcc: error: ") and err.count("\n") == 1 and message in err, err
+
+
+def test_through_the_fast_nvcc_command(tmp_path):
+    ok = subprocess.run(
+        [sys.executable, "-m", "fast_nvcc", "analyze", str(DATA / "v6.ninja_log"), "--format", "json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert ok.returncode == 0 and json.loads(ok.stdout)["wall_seconds"] == 4.0
+    bad = subprocess.run(
+        [sys.executable, "-m", "fast_nvcc", "analyze", str(tmp_path / "nothing")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
+    assert bad.stderr.startswith("fast_nvcc: error: ") and "Traceback" not in bad.stderr
+
+
+# -- a large log -----------------------------------------------------------------------------------
+
+
+def test_a_log_of_100k_entries(tmp_path):
+    # 1000 waves of 100 one-second jobs at -j 100, one 50 s job instead in slot 0 of the first
+    # 50 waves; written in ninja's end order.
+    entries = [(0, 50_000, "pole/p.o")]
+    entries += [
+        (wave * 1000, wave * 1000 + 1000, f"d{slot % 10}/w{wave}s{slot}.o")
+        for wave in range(1000)
+        for slot in range(100)
+        if not (slot == 0 and wave < 50)
+    ]
+    assert len(entries) == 100_000 - 49
+    path = tmp_path / ".ninja_log"
+    path.write_text(ninja_log(sorted(entries, key=lambda e: e[1]), version=7))
+
+    build = load_build([str(path)])
+    result = analyze(build, interval=100.0, what_if=[WhatIfRule("pole/*", 1.0)])
+    assert len(build.jobs) == len(entries)
+    assert result.wall == 1000.0 and result.job_seconds == 100_000 - 50 + 50
+    assert result.max_concurrency == result.slots == 100 and result.parallelism == 100.0
+    assert [(r.running, r.mean) for r in result.profile] == [(100, 100.0)] * 10
+    assert result.bound == Bound(1000.0, (100_000 - 50) / 100 + 50)
+    assert (
+        result.long_poles[0].job.name == "pole/p.o" and result.long_poles[0].floor_without == 999.5
+    )
+    assert result.what_if.bound.lower == (100_000 - 49) / 100
+    spans = [e for e in trace_events(build) if e["ph"] == "X"]
+    assert len(spans) == len(entries) and max(e["tid"] for e in spans) == 100
+
+
+# -- a real build ----------------------------------------------------------------------------------
+
+
+def launcher() -> str:
+    """The installed console script, as a user would name it; else python -m fast_nvcc (as in
+    test_cmake.py)."""
+    script = Path(sys.executable).parent / "fast_nvcc"
+    return str(script) if script.exists() else f"{sys.executable};-m;fast_nvcc"
+
+
+@pytest.mark.nvcc
+@pytest.mark.cmake
+def test_analyze_a_real_cmake_ninja_build(nvcc, tmp_path, capsys):
+    if nvcc != TOOLCHAINS[0]:
+        pytest.skip("one toolchain is enough: the analysis reads logs, not objects")
+    for tool in ("cmake", "ninja"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    source, build_dir, log = tmp_path / "example", tmp_path / "build", tmp_path / "log.jsonl"
+    shutil.copytree(EXAMPLE, source)
+    subprocess.run(
+        ["cmake", "-S", str(source), "-B", str(build_dir), "-G", "Ninja", f"-DCMAKE_CUDA_COMPILER={nvcc}",
+         f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher()}"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_")}
+    proc = subprocess.run(
+        ["cmake", "--build", str(build_dir), "-j", "2"], env={**env, "FAST_NVCC_LOG": str(log)},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    trace = tmp_path / "trace.json"
+    code, out, err = run_main(capsys, build_dir, log, "--format", "json", "--trace", trace)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["sources"]["ninja_log_version"] in (5, 6, 7)
+    assert report["unjoined_records"] == 0
+    compiles = report["compiles"]
+    assert sorted(Path(c["outputs"][0]).name for c in compiles) == [
+        "forces.cu.o", "main.cu.o", "particles.cu.o", "reduce.cu.o", "saxpy.cu.o",
+    ]  # fmt: skip
+    for compile_ in compiles:
+        assert compile_["steps"] > 0 and compile_["exit_code"] == 0
+        assert compile_["fast_nvcc_wall_seconds"] <= compile_["seconds"] + 0.005
+    assert {"cicc", "ptxas", "cudafe++"} <= {p["kind"] for p in report["phases"]}
+    assert all(p["arch"] for p in report["phases_by_arch"])
+    assert report["jobs"] > 5 and 0 < report["parallelism"] <= report["max_concurrency"] + 1e-6
+    spans = check_trace(json.loads(trace.read_text())["traceEvents"])
+    jobs = [s for s in spans if s["cat"] == "job"]
+    assert len(jobs) == report["jobs"] and max(s["tid"] for s in jobs) == report["max_concurrency"]
