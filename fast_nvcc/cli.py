@@ -57,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", dest="verbose", action="count", default=0,
         help="say what fast_nvcc decides (fallbacks to plain nvcc and why)",
     )
+    parser.add_argument(
+        "--cache", action="store_true",
+        help="reuse cudafe++, cicc, ptxas and host-compile results from the per-step cache"
+        " (also FAST_NVCC_CACHE=1; directory FAST_NVCC_CACHE_DIR, limit FAST_NVCC_CACHE_SIZE)",
+    )
     reports = parser.add_argument_group("where the time goes (none of these changes the compile)")
     reports.add_argument(
         "--graph", metavar="FILE",
@@ -146,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         save_dir=options.save_dir,
         summary=options.summary,
         log=os.environ.get("FAST_NVCC_LOG") or None,
+        cache=options.cache,
     )
     try:
         return run(config, nvcc_args)

@@ -22,7 +22,7 @@ from . import depfile, nvcc_args
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import Cost, History, Measurement, estimate, history_path
 from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun
-from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
+from .scheduler import CacheHook, Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
 from .slots import MemoryGate, slots_from_environment
 from .toolchain import find_nvcc
 
@@ -47,6 +47,7 @@ class Config:
     save_dir: str | None = None
     summary: bool = False
     log: str | None = None  # FAST_NVCC_LOG
+    cache: bool = False  # --cache or FAST_NVCC_CACHE=1
 
     @property
     def wants_report(self) -> bool:
@@ -162,6 +163,8 @@ def _run_plan(
         owners = _source_of_steps(plan, sources)
         costs = [_cost(known, task, owners) for task in dag.tasks]
         slots = slots_from_environment(os.environ, pool_size=usable_cpus())
+        combine = _same_output()
+        cache_hook = _open_cache_hook(config, nvcc, plan, cwd, workdir, combine)
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
         observer = _Observer(plan, config.save_dir, workdir) if config.wants_report or config.save_dir else None
         runner = Runner(
@@ -173,15 +176,18 @@ def _run_plan(
             priorities=priorities(dag, [c.seconds for c in costs]),
             internal=_PlanInternal(plan, effective, cwd=cwd),
             messages=plan.messages,
-            combine_output=_same_output(),
+            combine_output=combine,
             on_event=observer.on_event if observer else None,
             slots=slots,
             memory=MemoryGate(lambda task: costs[task.id].rss_kb * 1024),
+            cache=cache_hook,
         )
         try:
             result = runner.run()
         finally:
             slots.close()
+            if cache_hook is not None:
+                cache_hook.close()
         _remove_partial_outputs(dag, result.records, cwd=cwd)
         if history is not None:
             history.record(_measurements(dag, result.records, owners))
@@ -206,6 +212,39 @@ def _run_plan(
         for sig, handler in previous.items():
             if signal.getsignal(sig) is _interrupt:
                 signal.signal(sig, handler)
+
+
+class _CacheHook(CacheHook):
+    def __init__(self, cache, keys, combined: bool) -> None:
+        self.cache = cache
+        self.keys = keys
+        self.combined = combined
+        self.prepared: dict[int, object] = {}
+
+    def fetch(self, task: Task):
+        prepared = self.keys.prepare(task, combined_output=self.combined)
+        if prepared is None:
+            return False, None
+        self.prepared[task.id] = prepared
+        return True, self.cache.fetch(prepared)
+
+    def store(self, task: Task, captures) -> None:
+        prepared = self.prepared.get(task.id)
+        if prepared is not None:
+            self.cache.store(prepared, captures)
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+def _open_cache_hook(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, combined: bool):
+    from .cache import KeyMaker, cache_enabled, open_cache
+
+    if not cache_enabled(os.environ, config.cache):
+        return None
+    keys = KeyMaker(nvcc=nvcc, plan_env=plan.env, assignments=plan.assignments, caller_env=os.environ,
+                    cwd=cwd, workdir=workdir, temp_paths=plan.temp_paths)  # fmt: skip
+    return _CacheHook(open_cache(os.environ), keys, combined)
 
 
 def _source_of_steps(plan: Plan, sources: Sequence[str]) -> dict[int, str]:

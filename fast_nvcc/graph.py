@@ -43,6 +43,9 @@ class Task:
     module_ids: tuple[str, str] | None = None
     rerun: tuple[str, ...] = ()
     speculative_of: int | None = None  # for a speculative cicc: the id of its check task
+    # The files it reads, including those its C inputs #include (the host compile reads the
+    # stub and the .fatbin.c through the .cudafe1.cpp); keys as in Step.reads.
+    reads: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:
@@ -98,7 +101,9 @@ def build_dag(
     embeds: dict[str, frozenset[str]] = {}
     for task in tasks:
         step = task.step
-        for key in sorted(_closure(step.reads, embeds)):
+        closure = _closure(step.reads, embeds)
+        tasks[task.id] = replace(task, reads=frozenset(closure))
+        for key in sorted(closure):
             writer = last_writer.get(key)
             if writer is not None:
                 preds[task.id].add(writer)
@@ -160,9 +165,11 @@ def speculate_module_ids(dag: Dag, *, workdir: str) -> Dag:
             action=Action.CHECK_MODULE_ID,
             module_ids=(_module_id_path(step), private),
             rerun=task.argv,
+            reads=frozenset({step.module_id or ""}),
         )
         tasks.append(check)
-        tasks[task.id] = replace(task, argv=argv, speculative_of=check.id)
+        reads = task.reads - {step.module_id or ""}
+        tasks[task.id] = replace(task, argv=argv, speculative_of=check.id, reads=reads)
         preds[task.id].discard(writer)
         preds.append({writer, task.id})
         succs.append(set())

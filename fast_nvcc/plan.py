@@ -343,6 +343,29 @@ class _StepBuilder:
         return reads, writes, names, outputs
 
 
+def temp_mentions(argv: Sequence[str]) -> list[str]:
+    """Every temp path in ``argv``, once each, in order of first mention."""
+    found: dict[str, None] = {}
+    for word in argv[1:]:
+        for match in _TEMP_PATH.finditer(word):
+            found.setdefault(match.group(1))
+    return list(found)
+
+
+def output_paths(kind: Kind, argv: Sequence[str]) -> list[str]:
+    """The files a command of ``kind`` writes, as spelled in ``argv``."""
+    options = _FILE_OPTIONS.get(kind, _DEFAULT_FILE_OPTIONS)
+    generates = "--gen_module_id_file" in argv
+    found = []
+    for previous, word in zip(argv, argv[1:]):
+        name, sep, value = word.partition("=")
+        option, path = (name, value) if sep and name in options else (previous, word)
+        role = options.get(option)
+        if role is Role.WRITE or (role is Role.MODULE_ID and generates):
+            found.append(path)
+    return list(dict.fromkeys(found))
+
+
 def source_outputs(step: Step) -> frozenset[str]:
     """The temp files among ``step``'s outputs that are C source: they carry its names."""
     options = _SOURCE_OUTPUT_OPTIONS.get(step.kind, ())

@@ -51,6 +51,7 @@ class StepReport:
     bytes_read: int
     bytes_written: int
     reran: bool
+    cached: bool | None
     command: tuple[str, ...]
     preds: tuple[int, ...]
 
@@ -70,6 +71,15 @@ class RunReport:
     @property
     def critical_path_seconds(self) -> float:
         return sum(step.seconds for step in self.steps if step.critical)
+
+    def cache_counts(self) -> dict[str, tuple[int, int]]:
+        """Per tool: (hits, misses) of the cacheable steps."""
+        counts: dict[str, tuple[int, int]] = {}
+        for step in self.steps:
+            if step.cached is not None:
+                hits, misses = counts.get(step.tool, (0, 0))
+                counts[step.tool] = (hits + step.cached, misses + (not step.cached))
+        return counts
 
     @property
     def parallelism(self) -> float:
@@ -113,6 +123,7 @@ def build_report(
                 bytes_read=read,
                 bytes_written=written,
                 reran=record.reran,
+                cached=record.cached,
                 command=_command_of(task),
                 preds=tuple(sorted(dag.preds[task.id])),
             )
@@ -188,7 +199,7 @@ def write_graph(report: RunReport, path: str, *, title: str = "") -> None:
 
 TABLE_COLUMNS = (
     "index", "task", "tool", "arch", "state", "start", "end", "seconds", "cpu_seconds",
-    "max_rss_kb", "exit_code", "critical", "bytes_read", "bytes_written", "slot", "command",
+    "max_rss_kb", "exit_code", "critical", "bytes_read", "bytes_written", "slot", "cache", "command",
 )  # fmt: skip
 
 
@@ -212,6 +223,7 @@ def write_table(report: RunReport, path: str) -> None:
                 "bytes_read": step.bytes_read,
                 "bytes_written": step.bytes_written,
                 "slot": "" if step.slot is None else step.slot,
+                "cache": {None: "", True: "hit", False: "miss"}[step.cached],
                 "command": shlex.join(step.command),
             }
         )
@@ -291,6 +303,12 @@ def format_summary(report: RunReport, *, what: str = "") -> str:
         f" | parallelism {report.parallelism:.1f} of {report.jobs} jobs",
         "  longest: " + "; ".join(f"{s.label} {s.seconds:.2f} s" for s in longest),
     ]
+    counts = report.cache_counts()
+    if counts:
+        hits = sum(h for h, _ in counts.values())
+        misses = sum(m for _, m in counts.values())
+        detail = ", ".join(f"{tool} {h}/{h + m}" for tool, (h, m) in counts.items())
+        lines.append(f"  cache: {hits} hits, {misses} misses ({detail} hit)")
     reran = [s.label for s in report.steps if s.reran]
     if reran:
         lines.append("  module_id differed, cicc rerun: " + ", ".join(reran))
@@ -350,6 +368,13 @@ def log_record(
         record["jobs"] = report.jobs
         record["run_start"] = report.started_at
         record["critical_path_seconds"] = round(report.critical_path_seconds, 6)
+        counts = report.cache_counts()
+        if counts:
+            record["cache"] = {
+                "hits": sum(h for h, _ in counts.values()),
+                "misses": sum(m for _, m in counts.values()),
+                "tools": {tool: {"hits": h, "misses": m} for tool, (h, m) in counts.items()},
+            }
         record["steps"] = [
             {
                 "index": s.index,
@@ -365,6 +390,7 @@ def log_record(
                 "state": s.state,
                 "critical": s.critical,
                 "command": s.action in ("exec", "shell"),
+                "cached": s.cached,
             }
             for s in report.steps
         ]

@@ -51,6 +51,7 @@ class Record:
     cpu_seconds: float | None = None
     max_rss_kb: int | None = None
     reran: bool = False  # a module_id check that had to rerun cicc
+    cached: bool | None = None  # True: a cache hit; False: a cacheable step that missed
     slot: int | None = None
     # Captured output: (fd, path) in the order to forward them.
     captures: list[tuple[int, str]] = field(default_factory=list)
@@ -91,6 +92,17 @@ class StepFailed(Exception):
         self.returncode = returncode
 
 
+class CacheHook:
+    """The per-step cache, as the scheduler sees it (given by the driver with --cache)."""
+
+    def fetch(self, task: Task) -> tuple[bool, list[tuple[int, bytes]] | None]:  # pragma: no cover
+        """(cacheable, captures of a hit or None); a hit has restored the outputs."""
+        raise NotImplementedError
+
+    def store(self, task: Task, captures: list[tuple[int, bytes]]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
 class Interrupted(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by signal {signum}")
@@ -122,6 +134,7 @@ class Runner:
         on_event: Callable[[str, Task, Record], None] | None = None,
         slots: Slots | None = None,
         memory: MemoryGate | None = None,
+        cache: CacheHook | None = None,
     ) -> None:
         self.dag = dag
         self.env = dict(env)
@@ -137,6 +150,7 @@ class Runner:
         self.on_event = on_event
         self.slots = slots or Slots()
         self.memory = memory
+        self.cache = cache
         self._commands = 0  # commands (slot-taking tasks) running now
         self.records = [Record(task.id) for task in dag.tasks]
         self._events: queue.Queue[tuple[int, BaseException | None]] = queue.Queue()
@@ -273,7 +287,10 @@ class Runner:
         record = self.records[task.id]
         try:
             if task.action is Action.EXEC:
-                self._exec(task, list(task.argv), record)
+                if self.cache is None or not self._from_cache(task, record):
+                    self._exec(task, list(task.argv), record)
+                    if record.cached is False and record.state is State.DONE:
+                        self.cache.store(task, [(fd, _read(path)) for fd, path in record.captures])
             elif task.action is Action.SHELL:
                 self._exec(task, ["/bin/sh", "-c", task.step.text], record)
                 self._collect_nvcc_captures(task, record)
@@ -338,6 +355,23 @@ class Runner:
         if err_path != out_path:
             record.captures.append((2, err_path))
         self._finish(record, run.proc.returncode)
+
+    def _from_cache(self, task: Task, record: Record) -> bool:
+        """Replay a cache hit: outputs restored, captured output written back; True on a hit."""
+        cacheable, captures = self.cache.fetch(task)
+        if not cacheable:
+            return False
+        if captures is None:
+            record.cached = False
+            return False
+        record.cached = True
+        for fd, data in captures:
+            path = self._capture_path(task, fd)
+            with open(path, "wb") as handle:
+                handle.write(data)
+            record.captures.append((fd, path))
+        self._finish(record, 0)
+        return True
 
     def _check_module_id(self, task: Task, record: Record) -> None:
         assert task.module_ids is not None
@@ -497,6 +531,11 @@ class _Emitter:
                 _write_all(fd, data)
         except BrokenPipeError:
             self.broken = True
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
 
 
 def _write_all(fd: int, data: bytes) -> None:

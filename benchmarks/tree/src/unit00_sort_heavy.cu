@@ -1,0 +1,2 @@
+#define TREE_NS unit00
+#include "sort_heavy.cuh"

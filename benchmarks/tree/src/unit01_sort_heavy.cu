@@ -1,0 +1,2 @@
+#define TREE_NS unit01
+#include "sort_heavy.cuh"

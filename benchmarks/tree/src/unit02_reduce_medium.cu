@@ -1,0 +1,2 @@
+#define TREE_NS unit02
+#include "reduce_medium.cuh"

@@ -1,0 +1,2 @@
+#define TREE_NS unit03
+#include "reduce_medium.cuh"

@@ -1,0 +1,2 @@
+#define TREE_NS unit04
+#include "reduce_medium.cuh"

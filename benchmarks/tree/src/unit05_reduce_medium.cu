@@ -1,0 +1,2 @@
+#define TREE_NS unit05
+#include "reduce_medium.cuh"

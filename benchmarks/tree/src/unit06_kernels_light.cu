@@ -1,0 +1,2 @@
+#define TREE_NS unit06
+#include "kernels_light.cuh"

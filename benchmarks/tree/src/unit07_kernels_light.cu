@@ -1,0 +1,2 @@
+#define TREE_NS unit07
+#include "kernels_light.cuh"

@@ -1,0 +1,2 @@
+#define TREE_NS unit09
+#include "kernels_light.cuh"

@@ -1,0 +1,2 @@
+#define TREE_NS unit10
+#include "kernels_light.cuh"

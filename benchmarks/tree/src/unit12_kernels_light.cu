@@ -1,0 +1,2 @@
+#define TREE_NS unit12
+#include "kernels_light.cuh"

@@ -1,0 +1,2 @@
+#define TREE_NS unit13
+#include "kernels_light.cuh"

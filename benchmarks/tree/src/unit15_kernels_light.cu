@@ -1,0 +1,2 @@
+#define TREE_NS unit15
+#include "kernels_light.cuh"
