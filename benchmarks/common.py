@@ -101,7 +101,7 @@ class Series:
         return statistics.median(self.seconds)
 
 
-def ratio_table(series: Sequence[Series], *, ours: str, baselines: Sequence[str]) -> str:
+def ratio_table(series: Sequence[Series], *, baselines: Sequence[str]) -> str:
     """A markdown table: median wall time, and ours against plain nvcc and the best nvcc flags."""
     by_name = {s.name: s for s in series}
     best = min((by_name[b] for b in baselines if b in by_name), key=lambda s: s.median)

@@ -135,7 +135,7 @@ def main() -> int:
     print(f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['gcc']}, {info['make']}, "
           f"ninja {info['ninja']}, {info['date']}\n")  # fmt: skip
     baselines = ["nvcc (ninja)", "nvcc -t0 (ninja)", "nvcc -t0 --jobserver (make)"]
-    print(ratio_table(list(series.values()), ours="fast_nvcc", baselines=baselines))
+    print(ratio_table(list(series.values()), baselines=baselines))
     print(f"\nevery fast_nvcc object identical to nvcc's (temp names masked): {'yes' if identical else 'NO'}")
     write_json(options.json, {"scenario": "parallel-build", "machine": info, "jobs": jobs,
                               "series": {s.name: s.seconds for s in series.values()}, "identical": identical})  # fmt: skip

@@ -24,14 +24,16 @@ def main() -> int:
     parser.add_argument("--heavy-runs", type=int, default=2)
     parser.add_argument("--small-runs", type=int, default=15)
     parser.add_argument("--only", nargs="*")
+    parser.add_argument("--quick", action="store_true", help="fewer targets, for a 2-core machine")
     options = parser.parse_args()
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
+    quick = options.quick
     benchmarks = {
         "small": ["small_compile.py", "--runs", str(options.small_runs)],
-        "heavy": ["heavy_compile.py", "--runs", str(options.heavy_runs)],
-        "cache": ["cache_rebuild.py"],
-        "parallel": ["parallel_build.py"],
+        "heavy": ["heavy_compile.py", "--runs", str(options.heavy_runs), *(["--targets", "2"] if quick else [])],
+        "cache": ["cache_rebuild.py", *(["--targets", "2"] if quick else [])],
+        "parallel": ["parallel_build.py", *(["--archs", "75;80"] if quick else [])],
     }
     status = 0
     tables = []

@@ -72,7 +72,7 @@ def main() -> int:
     info = {**machine(), **tool_versions(nvcc), "date": today()}
     print(f"\n## Small compiles: small.cu, one architecture, median of {options.runs} runs")
     print(f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['gcc']}, {info['date']}\n")
-    print(ratio_table(list(series.values()), ours="fast_nvcc", baselines=names[:2]))
+    print(ratio_table(list(series.values()), baselines=names[:2]))
     print(
         f"\nfast_nvcc's own costs (medians): python start {python * 1000:.0f} ms, python + imports "
         f"{imports * 1000:.0f} ms, `fast_nvcc --version` {startup * 1000:.0f} ms, "

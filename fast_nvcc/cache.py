@@ -85,6 +85,16 @@ class Prepared:
     tag: bytes  # this run's tmpxft_<pid>_<n>
     text: bool
 
+    def hiding(self) -> tuple[re.Pattern[bytes], dict[bytes, bytes]] | None:
+        """One pattern for all of this run's names (longest first, so a name is never cut
+        inside a longer one that contains it), for a single pass over a 10 MB .cudafe1.cpp."""
+        if not self.names:
+            return None
+        return re.compile(b"|".join(re.escape(old) for old, _ in self.names)), dict(self.names)
+
+    def showing(self) -> dict[bytes, bytes]:
+        return {new: old for old, new in self.names}
+
 
 class StepCache:
     def __init__(self, directory: str, *, size_limit: int = DEFAULT_SIZE) -> None:
@@ -321,12 +331,16 @@ class KeyMaker:
         )
 
 
+_PLACEHOLDER = re.compile(rb"@@FN[TB]\d+@@")
+
+
 def hide_names(data: bytes, prepared: Prepared, *, text: bool) -> bytes:
     """This run's temp names out of an output, for storage.  Text gets every name replaced by
     its placeholder; binary output only the pid part of the names, which keeps the length."""
-    if text:
-        for old, new in prepared.names:
-            data = data.replace(old, new)
+    hiding = prepared.hiding() if text else None
+    if hiding is not None:
+        pattern, table = hiding
+        data = pattern.sub(lambda m: table[m.group(0)], data)
     return data.replace(prepared.tag, TAG_PLACEHOLDER) if prepared.tag else data
 
 
@@ -334,9 +348,9 @@ def restore_names(data: bytes, prepared: Prepared, *, text: bool) -> bytes:
     """This run's temp names into a stored output."""
     if prepared.tag:
         data = data.replace(TAG_PLACEHOLDER, prepared.tag)
-    if text:
-        for old, new in prepared.names:
-            data = data.replace(new, old)
+    if text and prepared.names:
+        table = prepared.showing()
+        data = _PLACEHOLDER.sub(lambda m: table.get(m.group(0), m.group(0)), data)
     return data
 
 

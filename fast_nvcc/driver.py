@@ -275,7 +275,9 @@ def _cost(known, task: Task, owners: Mapping[int, str]):
 def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]) -> list[Measurement]:
     found = []
     for task, record in zip(dag.tasks, records):
-        if record.state is State.DONE and task.action in (Action.EXEC, Action.SHELL) and not record.reran:
+        # A cache hit's seconds say nothing about what the step costs when it runs.
+        ran = record.state is State.DONE and not record.cached and not record.reran
+        if ran and task.action in (Action.EXEC, Action.SHELL):
             step = task.step
             found.append(
                 Measurement(owners.get(step.index, ""), step.tool, step.arch or "", record.seconds, record.max_rss_kb or 0)

@@ -214,21 +214,22 @@ def priorities(dag: Dag, costs: Sequence[float]) -> list[float]:
 
 
 def critical_path(dag: Dag, durations: Sequence[float]) -> list[int]:
-    """The chain of tasks whose durations add up to the longest path through the DAG."""
-    import networkx as nx
+    """The chain of tasks whose durations add up to the longest path through the DAG.
 
-    graph = to_networkx(dag)
-    # dag_longest_path weighs edges; give each edge its source's duration and add a sink.
-    sink = len(dag.tasks)
-    weighted = nx.DiGraph()
-    weighted.add_nodes_from(range(sink + 1))
-    for u, v in graph.edges:
-        weighted.add_edge(u, v, weight=durations[u])
-    for node in graph.nodes:
-        if graph.out_degree(node) == 0:
-            weighted.add_edge(node, sink, weight=durations[node])
-    path = nx.dag_longest_path(weighted, weight="weight", default_weight=0)
-    return [node for node in path if node != sink]
+    The same one pass as :func:`priorities`, then the heaviest chain followed from its start;
+    the tests check it against networkx's dag_longest_path, which would cost this hot path
+    (FAST_NVCC_LOG is written for every compile of a build) the import of networkx.
+    """
+    if not dag.tasks:
+        return []
+    remaining = priorities(dag, durations)
+    succs = dag.succs
+    node = max(range(len(dag.tasks)), key=lambda n: (remaining[n], -n))
+    path = [node]
+    while succs[node]:
+        node = max(succs[node], key=lambda n: (remaining[n], -n))
+        path.append(node)
+    return path
 
 
 def to_networkx(dag: Dag):

@@ -176,3 +176,27 @@ def test_cycle_is_detected():
     dag = Dag(tasks, (frozenset({1}), frozenset({0})))
     with pytest.raises(ValueError, match="cycle"):
         topological_order(dag)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_critical_path_agrees_with_networkx(seed):
+    """Our one-pass longest path against networkx's, on random DAGs with random durations."""
+    import random
+
+    import networkx as nx
+
+    rng = random.Random(seed)
+    tasks = sequential_dag(load_plan("compile_3arch")).tasks
+    n = len(tasks)
+    preds = [frozenset(j for j in range(i) if rng.random() < 0.3) for i in range(n)]
+    dag = Dag(tasks, tuple(preds))
+    durations = [rng.uniform(0, 10) for _ in range(n)]
+    ours = critical_path(dag, durations)
+    assert all(ours[i] in dag.preds[ours[i + 1]] for i in range(len(ours) - 1))  # a real chain
+    weighted = nx.DiGraph()
+    for v in range(n):
+        weighted.add_edge(v, "end", weight=durations[v])
+        for u in preds[v]:
+            weighted.add_edge(u, v, weight=durations[u])
+    expected = nx.dag_longest_path_length(weighted, weight="weight")
+    assert sum(durations[i] for i in ours) == pytest.approx(expected)
