@@ -15,7 +15,6 @@ cold compile; every object is checked against plain nvcc's (temp names masked).
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys

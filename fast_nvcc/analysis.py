@@ -29,6 +29,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from .errors import FastNvccError
+from .cli import positive_int
+from .files import replace_atomically
 
 if TYPE_CHECKING:
     from .reports import TraceEvent
@@ -1258,15 +1260,9 @@ def _write_text(path: str, text: str) -> None:
 
 
 def _write_atomically(path: str, write) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
     try:
-        write(tmp)
-        os.replace(tmp, path)
+        replace_atomically(path, write)
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise AnalysisError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
@@ -1310,13 +1306,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-j",
         "--jobs",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="the build's job slots (default: the most jobs seen running at once)",
     )
     parser.add_argument(
         "--top",
-        type=_positive_int,
+        type=positive_int,
         default=10,
         metavar="N",
         help="how many long poles to list (10)",
@@ -1407,16 +1403,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     sys.stdout.write(report)
     return 0
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
 
 
 def _positive_float(text: str) -> float:

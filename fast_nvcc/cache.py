@@ -33,13 +33,13 @@ import re
 import shutil
 import sqlite3
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import FastNvccError
+from .files import read_bytes, write_atomically
 from .graph import Action, Task
 from .history import cache_directory
 from .plan import TEMP_TAG, Kind, output_paths, temp_mentions
@@ -155,14 +155,14 @@ class StepCache:
             self._count(prepared.tool, hit=False)
             return None
         for output, data in zip(prepared.outputs, files):
-            _write_atomically(output, restore_names(data, prepared, text=prepared.text))
+            write_atomically(output, restore_names(data, prepared, text=prepared.text))
         self._count(prepared.tool, hit=True)
         self._execute("UPDATE entries SET last_used = ? WHERE key = ?", (time.time(), prepared.key))
         return [(fd, restore_names(data, prepared, text=True)) for fd, data in captures]
 
     def store(self, prepared: Prepared, captures: Sequence[tuple[int, bytes]]) -> None:
         try:
-            files = [hide_names(_read(output), prepared, text=prepared.text) for output in prepared.outputs]
+            files = [hide_names(read_bytes(output), prepared, text=prepared.text) for output in prepared.outputs]
         except OSError:
             return  # an output the step did not write after all: not worth caching
         hidden = [(fd, hide_names(data, prepared, text=True)) for fd, data in captures]
@@ -176,7 +176,7 @@ class StepCache:
         path = self.entry_path(prepared.key)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            _write_atomically(path, blob)
+            write_atomically(path, blob)
         except OSError:
             return
         self._execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
@@ -368,33 +368,10 @@ def _digest_file(path: str, tag: bytes) -> str:
     """The content's hash, with this run's temp tag normalised: fatbinary embeds its inputs'
     names and the .cudafe1.cpp #includes the stub by name, so the tag would make every run's
     key new."""
-    data = _read(path)
+    data = read_bytes(path)
     if tag:
         data = data.replace(tag, TAG_PLACEHOLDER)
     return hashlib.blake2b(data, digest_size=20).hexdigest()
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".fast_nvcc-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def open_cache(env: Mapping[str, str]) -> StepCache:

@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("--nvcc", metavar="PATH", help="the nvcc to use (else FAST_NVCC_NVCC, PATH, CUDA_HOME, PyPI)")
     parser.add_argument(
-        "-j", "--jobs", type=_positive_int, metavar="N",
+        "-j", "--jobs", type=positive_int, metavar="N",
         help="run at most N steps at once (default: FAST_NVCC_JOBS, else the usable CPUs)",
     )
     parser.add_argument(
@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import depfile, nvcc_args
+from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import Cost, History, Measurement, estimate, history_path
 from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun
@@ -407,7 +408,7 @@ class _PlanInternal(Internal):
         if not step.outputs:
             return text
         try:
-            _write_atomically(os.path.join(self.cwd, step.outputs[0]), text)
+            write_atomically(os.path.join(self.cwd, step.outputs[0]), text)
         except OSError:
             raise StepFailed(f"nvcc fatal   : Could not open output file {step.outputs[0]}\n") from None
         return None
@@ -418,28 +419,6 @@ class _PlanInternal(Internal):
                 os.remove(os.path.join(self.cwd, word))
             except FileNotFoundError:
                 pass  # nvcc removes files it may not have created, and says nothing
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".fast_nvcc-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _remove_partial_outputs(dag: Dag, records, *, cwd: str, interrupted: bool = False) -> None:

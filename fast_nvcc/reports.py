@@ -12,12 +12,12 @@ import json
 import os
 import shlex
 import socket
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from .errors import FastNvccError
+from .files import replace_atomically, write_atomically
 from .graph import Action, Dag, critical_path
 from .plan import Plan
 from .scheduler import Record, State
@@ -192,7 +192,7 @@ def write_graph(report: RunReport, path: str, *, title: str = "") -> None:
     import graphviz
 
     data = graphviz.Source(source).pipe(format=ext)
-    _write_bytes(path, data)
+    write_atomically(path, data)
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -227,12 +227,14 @@ def write_table(report: RunReport, path: str) -> None:
                 "command": shlex.join(step.command),
             }
         )
-    tmp = _tmp_name(path)
-    with open(tmp, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=TABLE_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=TABLE_COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    replace_atomically(path, write)
 
 
 # -- the trace ---------------------------------------------------------------------------------
@@ -426,20 +428,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
-def _tmp_name(path: str) -> str:
-    return f"{path}.tmp{os.getpid()}"
-
-
 def _write_text(path: str, text: str) -> None:
-    _write_bytes(path, text.encode("utf-8"))
+    write_atomically(path, text.encode("utf-8"))
 
 
-def _write_bytes(path: str, data: bytes) -> None:
-    tmp = _tmp_name(path)
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, path)
-
-
-def now() -> float:
-    return time.time()

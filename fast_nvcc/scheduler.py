@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from .files import read_bytes
 from .graph import Action, Dag, Task
 from .plan import Step
 from .slots import MemoryGate, Slots
@@ -290,7 +291,7 @@ class Runner:
                 if self.cache is None or not self._from_cache(task, record):
                     self._exec(task, list(task.argv), record)
                     if record.cached is False and record.state is State.DONE:
-                        self.cache.store(task, [(fd, _read(path)) for fd, path in record.captures])
+                        self.cache.store(task, [(fd, read_bytes(path)) for fd, path in record.captures])
             elif task.action is Action.SHELL:
                 self._exec(task, ["/bin/sh", "-c", task.step.text], record)
                 self._collect_nvcc_captures(task, record)
@@ -531,11 +532,6 @@ class _Emitter:
                 _write_all(fd, data)
         except BrokenPipeError:
             self.broken = True
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
 
 
 def _write_all(fd: int, data: bytes) -> None:

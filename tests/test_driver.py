@@ -1,6 +1,5 @@
 """The driver's decisions that need no nvcc: jobs, fallbacks, discovery."""
 
-import os
 import stat
 from pathlib import Path
 

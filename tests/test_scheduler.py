@@ -5,7 +5,6 @@ import os
 import time
 
 import psutil
-import pytest
 
 from fast_nvcc.graph import Action, Dag, Task, priorities
 from fast_nvcc.plan import Kind, Step
