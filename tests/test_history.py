@@ -1,0 +1,80 @@
+"""Learned step costs: recorded per (source, tool, arch), used for the next compile's order."""
+
+import json
+
+import pytest
+
+from fast_nvcc.driver import Config, _cost, _dag_for, _measurements, _source_of_steps
+from fast_nvcc.history import DEFAULT_SECONDS, Cost, History, Measurement, estimate
+from fast_nvcc.plan import Kind
+from fast_nvcc.scheduler import Record, State
+
+from helpers import fast_nvcc_command, run_tool
+from plans import load, load_plan
+
+
+def test_record_smooths_and_lookup_falls_back(tmp_path):
+    history = History(str(tmp_path / "h.sqlite"))
+    history.record([Measurement("/src/a.cu", "cicc", "compute_80", 10.0, 800_000)])
+    history.record([Measurement("/src/a.cu", "cicc", "compute_80", 6.0, 900_000),
+                    Measurement("/src/b.cu", "cicc", "compute_90", 2.0, 100_000)])  # fmt: skip
+    known = history.lookup(["/src/a.cu"])
+    assert known[("/src/a.cu", "cicc", "compute_80")] == Cost(8.0, 900_000)  # halfway, peak kept
+    # A new source borrows the (tool, arch) average, then the tool's, then the default.
+    assert estimate(known, source="/src/new.cu", tool="cicc", arch="compute_90", kind=Kind.CICC).seconds == 2.0
+    assert estimate(known, source="/src/new.cu", tool="cicc", arch="sm_100", kind=Kind.CICC).seconds == 5.0
+    assert estimate(known, source="/x.cu", tool="ptxas", arch="sm_80", kind=Kind.PTXAS).seconds == DEFAULT_SECONDS[Kind.PTXAS]
+    history.close()
+
+
+def test_a_broken_history_costs_nothing_but_scheduling(tmp_path):
+    path = tmp_path / "h.sqlite"
+    path.write_bytes(b"not a database")
+    history = History(str(path))
+    assert history.lookup(["/a.cu"]) == {}
+    history.record([Measurement("/a.cu", "cicc", "", 1.0, 1)])  # no exception
+
+
+def test_steps_belong_to_their_source():
+    header, _ = load("two_sources_mmd")
+    plan = load_plan("two_sources_mmd")
+    sources = [f"{header['cwd']}/kernel.cu", f"{header['cwd']}/main.cu"]
+    owners = _source_of_steps(plan, sources)
+    for step in plan.steps:
+        if step.kind is Kind.CICC:
+            assert owners[step.index] == (sources[0] if "_kernel." in step.text else sources[1])
+
+
+def test_measurements_skip_cache_hits_and_failures():
+    plan = load_plan("compile_1arch")
+    dag = _dag_for(Config(faithful=True), plan, "/w")
+    records = [Record(t.id, state=State.DONE, start=0.0, end=1.0, max_rss_kb=10) for t in dag.tasks]
+    records[3].cached = True  # cicc replayed from the cache
+    records[1].state = State.FAILED
+    owners = {s.index: "/k.cu" for s in plan.steps}
+    tools = [m.tool for m in _measurements(dag, records, owners)]
+    assert "cicc" not in tools and "cudafe++" not in tools and "ptxas" in tools
+
+
+def test_costs_come_from_history():
+    plan = load_plan("compile_1arch")
+    dag = _dag_for(Config(), plan, "/w")
+    owners = {s.index: "/k.cu" for s in plan.steps}
+    known = {("/k.cu", "cudafe++", ""): Cost(42.0, 7)}
+    cudafe = next(t for t in dag.tasks if t.step.kind is Kind.CUDAFE)
+    assert _cost(known, cudafe, owners) == Cost(42.0, 7)
+
+
+@pytest.mark.nvcc
+def test_a_compile_records_its_costs(nvcc, sources, tmp_path):
+    cache = tmp_path / "cache"
+    args = ["-c", "kernel.cu", "-Iinclude", "-arch=sm_80"]
+    outcome = run_tool(fast_nvcc_command(nvcc, args), cwd=sources, tmpdir=tmp_path / "t",
+                       env={"FAST_NVCC_CACHE_DIR": str(cache)})  # fmt: skip
+    assert outcome.returncode == 0
+    known = History(str(cache / "history.sqlite")).lookup([str(sources / "kernel.cu")])
+    mine = {(t, a) for s, t, a in known if s == str(sources / "kernel.cu")}
+    assert {("cicc", "compute_80"), ("ptxas", "sm_80"), ("cudafe++", ""), ("gcc -c", "")} <= mine
+    run_tool(fast_nvcc_command(nvcc, args), cwd=sources, tmpdir=tmp_path / "t",
+             env={"FAST_NVCC_CACHE_DIR": str(cache), "FAST_NVCC_HISTORY": "0", "FAST_NVCC_LOG": str(tmp_path / "l")})  # fmt: skip
+    assert json.loads((tmp_path / "l").read_text())["exit_code"] == 0
