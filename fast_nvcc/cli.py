@@ -160,6 +160,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug in fast_nvcc: say so in one line, never a traceback
+        print(
+            f"{PROG}: internal error: {type(exc).__name__}: {exc} (FAST_NVCC_DISABLE=1 runs plain nvcc)",
+            file=sys.stderr,
+        )
+        return 70  # EX_SOFTWARE
 
 
 def positive_int(text: str) -> int:

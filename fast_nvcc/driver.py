@@ -104,7 +104,14 @@ def run(config: Config, args: Sequence[str]) -> int:
         from . import reports
 
         _try_report(lambda: reports.write_plan_listing(plan, config.plan_listing), "--verbose")
-    return _run_plan(config, nvcc, args, effective, plan, cwd=cwd, started=started)
+    workdir = tempfile.mkdtemp(prefix="fast_nvcc-")
+    try:
+        dag = _dag_for(config, plan, workdir)
+    except Exception as exc:  # a plan shape this version does not understand: nvcc's own turn
+        shutil.rmtree(workdir, ignore_errors=True)
+        return _passthrough(config, nvcc, args, cwd, started, reason=f"cannot build the graph: {exc!r}",
+                            effective=effective)  # fmt: skip
+    return _run_plan(config, nvcc, args, effective, plan, dag, cwd=cwd, started=started, workdir=workdir)
 
 
 def _passthrough(
@@ -148,15 +155,15 @@ def _run_plan(
     args: Sequence[str],
     effective: list[str],
     plan: Plan,
+    dag: Dag,
     *,
     cwd: str,
     started: float,
+    workdir: str,
 ) -> int:
-    workdir = tempfile.mkdtemp(prefix="fast_nvcc-")
     previous = {sig: signal.signal(sig, _interrupt) for sig in _SIGNALS}
     runner: Runner | None = None
     try:
-        dag = _dag_for(config, plan, workdir)
         jobs = jobs_for(config)
         sources = [os.path.join(cwd, s) for s in _sources(effective)]
         history = History(history_path(os.environ)) if os.environ.get("FAST_NVCC_HISTORY", "1") != "0" else None

@@ -113,8 +113,8 @@ class History:
             for tool, sec, rss in db.execute("SELECT tool, AVG(seconds), MAX(rss_kb) FROM costs GROUP BY tool"):
                 result[("*", tool, "")] = Cost(sec, rss)
             return result
-        except sqlite3.Error:
-            return {}
+        except (sqlite3.Error, OSError):
+            return {}  # an unreadable history only costs scheduling quality
 
     def record(self, measurements: Iterable[Measurement]) -> None:
         rows = [(m.source, m.tool, m.arch, m.seconds, m.rss_kb) for m in measurements]
@@ -132,7 +132,7 @@ class History:
                     (source, tool, arch, seconds, rss, now, SMOOTHING, SMOOTHING),
                 )
             db.execute("COMMIT")
-        except sqlite3.Error:
+        except (sqlite3.Error, OSError):
             pass  # a busy or broken history only costs scheduling quality
 
     def close(self) -> None:

@@ -123,7 +123,10 @@ class PoolSlots(Slots):
         first = random.randrange(self.size)
         for offset in range(self.size):
             path = os.path.join(self.directory, f"slot-{(first + offset) % self.size}")
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError:
+                continue  # a slot file someone else owns: not ours to take
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
@@ -179,7 +182,12 @@ def slots_from_environment(env: Mapping[str, str], *, pool_size: int) -> Slots:
     if env.get("FAST_NVCC_POOL", "1") == "0":
         return Slots()
     size = env.get("FAST_NVCC_POOL_SIZE", "")
-    return PoolSlots(pool_directory(env), int(size) if size.isdigit() and int(size) > 0 else pool_size)
+    try:
+        return PoolSlots(pool_directory(env), int(size) if size.isdigit() and int(size) > 0 else pool_size)
+    except OSError as exc:
+        unshared = Slots()
+        unshared.description = f"no shared slots (pool directory unusable: {exc.strerror or exc})"
+        return unshared
 
 
 def jobserver_from_makeflags(makeflags: str) -> JobserverSlots | None:
