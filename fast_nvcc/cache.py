@@ -35,7 +35,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import FastNvccError
@@ -257,11 +257,11 @@ class KeyMaker:
     """Computes the keys of one invocation's tasks."""
 
     def __init__(self, *, nvcc: str, plan_env: Mapping[str, str], assignments: Sequence[tuple[str, str]],
-                 caller_env: Mapping[str, str], cwd: str, workdir: str, temp_paths: Iterable[str]) -> None:  # fmt: skip
+                 caller_env: Mapping[str, str], cwd: str, workdir: str, paths_by_key: Mapping[str, str]) -> None:  # fmt: skip
         self.cwd = cwd
         self.workdir = workdir.rstrip("/") + "/"
         self.path = plan_env.get("PATH")
-        self.by_key = {os.path.basename(p): p for p in temp_paths}
+        self.by_key = paths_by_key
         self._identities: dict[str, str] = {}
         variables = [(n, v) for n, v in assignments if n != "PATH"]
         variables += [(n, caller_env[n]) for n in ENVIRONMENT if n in caller_env]

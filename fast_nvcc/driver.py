@@ -174,7 +174,7 @@ def _run_plan(
         combine = _same_output()
         cache_hook = _open_cache_hook(config, nvcc, plan, cwd, workdir, combine)
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
-        observer = _Observer(plan, config.save_dir, workdir) if config.wants_report or config.save_dir else None
+        observer = _Observer(plan, config.save_dir) if config.wants_report or config.save_dir else None
         runner = Runner(
             dag,
             env=plan.env,
@@ -182,7 +182,7 @@ def _run_plan(
             workdir=workdir,
             jobs=jobs,
             priorities=priorities(dag, [c.seconds for c in costs]),
-            internal=_PlanInternal(plan, effective, cwd=cwd),
+            internal=_PlanInternal(effective, cwd=cwd),
             messages=plan.messages,
             combine_output=combine,
             on_event=observer.on_event if observer else None,
@@ -251,7 +251,7 @@ def _open_cache_hook(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: s
     if not cache_enabled(os.environ, config.cache):
         return None
     keys = KeyMaker(nvcc=nvcc, plan_env=plan.env, assignments=plan.assignments, caller_env=os.environ,
-                    cwd=cwd, workdir=workdir, temp_paths=plan.temp_paths)  # fmt: skip
+                    cwd=cwd, workdir=workdir, paths_by_key=plan.paths_by_key())  # fmt: skip
     return _CacheHook(open_cache(os.environ), keys, combined)
 
 
@@ -359,8 +359,8 @@ class _Observer:
     """Measures what each step read and wrote, and keeps copies for --save, as steps end
     (later steps may overwrite or remove the temp files)."""
 
-    def __init__(self, plan: Plan, save_dir: str | None, workdir: str) -> None:
-        self.paths = {os.path.basename(p): p for p in plan.temp_paths}
+    def __init__(self, plan: Plan, save_dir: str | None) -> None:
+        self.paths = plan.paths_by_key()
         self.save_dir = save_dir
         self.sizes: dict[int, tuple[int, int]] = {}
 
@@ -401,7 +401,7 @@ def _size(path: str) -> int:
 
 
 class _PlanInternal(Internal):
-    def __init__(self, plan: Plan, effective: list[str], *, cwd: str) -> None:
+    def __init__(self, effective: list[str], *, cwd: str) -> None:
         self.options = nvcc_args.dependency_options(effective)
         self.cwd = cwd
 

@@ -107,7 +107,7 @@ def build_dag(
             writer = last_writer.get(key)
             if writer is not None:
                 preds[task.id].add(writer)
-            elif is_temp(key) and not exists(_temp_path(plan, key)):
+            elif is_temp(key) and not exists(plan.path_of(key)):
                 problems.append(f"step {step.label} reads {key}, which no earlier step writes")
             readers.setdefault(key, []).append(task.id)
         for key in step.writes:
@@ -279,10 +279,3 @@ def _module_id_path(step: Step) -> str:
 def _with_private_module_id(argv: tuple[str, ...], private: str) -> tuple[str, ...]:
     at = argv.index("--module_id_file_name")
     return (*argv[:at], "--gen_module_id_file", "--module_id_file_name", private, *argv[at + 2 :])
-
-
-def _temp_path(plan: Plan, key: str) -> str:
-    for path in plan.temp_paths:
-        if os.path.basename(path) == key:
-            return path
-    return key

@@ -237,6 +237,3 @@ def dependency_options(args: Sequence[str]) -> DependencyOptions:
         target=target, output_dir=output_dir, phony_targets=phony, nonsystem=nonsystem
     )
 
-
-def threads_requested(args: Sequence[str]) -> bool:
-    return any(o.name == "--threads" for o in iter_options(args))

@@ -14,7 +14,7 @@ import enum
 import os
 import re
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .shellwords import Redirect, split_words
@@ -149,8 +149,17 @@ class Plan:
     temp_tag: str = ""  # the tmpxft_<pid>_<n> part of this plan's temporary names
     temp_paths: frozenset[str] = field(default_factory=frozenset)  # every temp path mentioned
 
-    def commands(self) -> Iterator[Step]:
-        return iter(self.steps)
+    def path_of(self, key: str) -> str:
+        """The path of a file key (Step.reads/writes): temp keys are basenames, other keys are
+        paths already."""
+        for path in self.temp_paths:
+            if os.path.basename(path) == key:
+                return path
+        return key
+
+    def paths_by_key(self) -> dict[str, str]:
+        """The temp files' paths by key, for callers that look up many."""
+        return {os.path.basename(path): path for path in self.temp_paths}
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,10 +182,6 @@ def run_dryrun(
         check=False,
     )
     return DryRun(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "surrogateescape"))
-
-
-def temp_tag_for(pid: int, counter: int = 0) -> str:
-    return f"tmpxft_{pid:08x}_{counter:08x}"
 
 
 def retarget(text: str, *, pid: int) -> str:
