@@ -207,6 +207,8 @@ def passthrough_reason(args: Sequence[str]) -> str | None:
             return _PASSTHROUGH_VALUES[option.name]
         if option.name == "--gpu-architecture" and option.value == "native":
             return "-arch=native asks the GPU of this machine"
+        if option.name == "-":
+            return "the source comes from stdin, which nvcc copies to a temp file of its own"
     return None
 
 

@@ -337,15 +337,24 @@ class Runner:
                     if run.killed:
                         self._finish(record, -signal.SIGTERM)
                         return
+                    # Each step leads its own process group, so a kill reaches the
+                    # processes it is forking right then (gcc's cc1plus), which a walk
+                    # of its children can miss.
                     run.proc = subprocess.Popen(
                         argv,
+                        stdin=subprocess.DEVNULL,
                         stdout=stdout,
                         stderr=stderr,
                         env=self.env,
                         cwd=self.cwd,
+                        process_group=0,
                     )
                 _, status, usage = os.wait4(run.proc.pid, 0)
                 run.proc.returncode = os.waitstatus_to_exitcode(status)
+                if run.killed:
+                    # Its outputs are removed once the runner ends: nothing may still be
+                    # writing them then.
+                    wait_for_group(run.proc.pid)
             finally:
                 for handle in (stdout, stderr):
                     if handle not in (out, err, subprocess.STDOUT):
@@ -429,9 +438,12 @@ class Runner:
 
 
 def kill_trees(pids: Sequence[int]) -> None:
-    """SIGTERM each process and its descendants, then SIGKILL what is left after a grace.
+    """SIGTERM each step's process group and its descendants, then SIGKILL what is left
+    after a grace.
 
-    The processes are not waited for here: each direct child is reaped by the thread that
+    Each pid leads a process group (``process_group=0``); the group catches a child forked
+    while the tree is walked, the walk catches a descendant that left the group. The
+    processes are not waited for here: each direct child is reaped by the thread that
     started it, which needs its exit status and resource usage.
     """
     if not pids:
@@ -446,6 +458,7 @@ def kill_trees(pids: Sequence[int]) -> None:
             procs.append(parent)
         except psutil.NoSuchProcess:
             continue
+    _signal_groups(pids, signal.SIGTERM)
     for proc in procs:
         try:
             proc.terminate()
@@ -456,10 +469,52 @@ def kill_trees(pids: Sequence[int]) -> None:
         procs = [p for p in procs if _alive(p)]
         if procs:
             time.sleep(0.02)
+    _signal_groups(pids, signal.SIGKILL)
     for proc in procs:
         try:
             proc.kill()
         except psutil.NoSuchProcess:
+            pass
+
+
+def wait_for_group(pgid: int, grace: float = KILL_GRACE_SECONDS) -> None:
+    """Wait until no live process is left in group ``pgid`` (its leader already reaped),
+    SIGKILLing the group once ``grace`` has passed. Zombies do not count: an init that
+    reaps slowly (as in containers) would hold them for seconds."""
+    deadline = time.monotonic() + grace
+    killed = False
+    while _group_alive(pgid):
+        now = time.monotonic()
+        if now >= deadline:
+            if killed:
+                return
+            _signal_groups([pgid], signal.SIGKILL)
+            killed = True
+            deadline = now + grace
+        time.sleep(0.01)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    import psutil
+
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    return False
+
+
+def _signal_groups(pgids: Sequence[int], signum: int) -> None:
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, signum)
+        except (ProcessLookupError, PermissionError):
             pass
 
 

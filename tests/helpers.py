@@ -53,6 +53,7 @@ def run_tool(
     tmpdir: Path,
     env: Mapping[str, str] | None = None,
     timeout: float = 600,
+    stdin: bytes = b"",
 ) -> Outcome:
     """Run ``command`` with its own TMPDIR; collect what it printed and the files it made."""
     if tmpdir.exists():
@@ -65,8 +66,9 @@ def run_tool(
     base = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_") or k in keep}
     full_env = {**base, "TMPDIR": str(tmpdir), **(env or {})}
     proc = subprocess.run(
-        list(command), cwd=cwd, env=full_env, capture_output=True, timeout=timeout, check=False
-    )
+        list(command), cwd=cwd, env=full_env, input=stdin, capture_output=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
     after = snapshot(cwd)
     files = {
         name: (cwd / name).read_bytes()
@@ -96,12 +98,14 @@ def compare(
     options: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     tmpdir: Path | None = None,
+    stdin: bytes = b"",
 ) -> Comparison:
     """nvcc then fast_nvcc, each from the same starting state of ``cwd``."""
     tmpdir = tmpdir or cwd.parent / f"{cwd.name}-tmp"
-    plain = run_tool([nvcc, *args], cwd=cwd, tmpdir=tmpdir, env=env)
+    plain = run_tool([nvcc, *args], cwd=cwd, tmpdir=tmpdir, env=env, stdin=stdin)
     remove_files(cwd, plain)
-    fast = run_tool(fast_nvcc_command(nvcc, args, options), cwd=cwd, tmpdir=tmpdir, env=env)
+    command = fast_nvcc_command(nvcc, args, options)
+    fast = run_tool(command, cwd=cwd, tmpdir=tmpdir, env=env, stdin=stdin)
     return Comparison(plain, fast)
 
 

@@ -6,6 +6,8 @@ source's path), each with a private TMPDIR that fast_nvcc must leave empty.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from helpers import assert_same, compare, fast_nvcc_command, run_tool
@@ -13,6 +15,7 @@ from helpers import assert_same, compare, fast_nvcc_command, run_tool
 pytestmark = pytest.mark.nvcc
 
 I = "-Iinclude"
+ANONYMOUS = re.compile(rb"_GLOBAL__N__[0-9a-f]{8}_")
 GENCODE_3 = [
     "-gencode", "arch=compute_75,code=sm_75",
     "-gencode", "arch=compute_80,code=sm_80",
@@ -102,6 +105,18 @@ def test_dlink_and_tmpdir_elsewhere(nvcc, sources, tmp_path):
     result = compare(nvcc, args, cwd=sources, tmpdir=tmpdir)
     assert_same(result, host_debug_info=True, scratch=tmp_path)
     assert str(tmpdir).encode() in result.fast.files["debug.o"]
+
+
+def test_source_on_stdin(nvcc, sources):
+    """nvcc copies a '-' source to a temp file that its plan names but never makes."""
+    args = ["-x", "cu", "-c", "-", I, "-arch=sm_80", "-o", "stdin.o"]
+    result = compare(nvcc, args, cwd=sources, stdin=(sources / "kernel.cu").read_bytes())
+    assert result.plain.returncode == 0
+    # The temp name is also the source's name: the anonymous namespace's hash of it differs
+    # between two runs of nvcc itself.
+    for outcome in (result.plain, result.fast):
+        outcome.files["stdin.o"] = ANONYMOUS.sub(b"_GLOBAL__N__XXXXXXXX_", outcome.files["stdin.o"])
+    assert_same(result)
 
 
 def test_module_id_mismatch_reruns_cicc(nvcc, sources, tmp_path):

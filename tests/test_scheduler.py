@@ -117,6 +117,38 @@ def test_killed_steps_leave_no_processes(tmp_path):
     assert not [c for c in children if "sleep" in " ".join(c.cmdline())]
 
 
+def test_a_kill_reaches_processes_outside_the_tree(tmp_path):
+    # The late writer is orphaned at once (a double fork), as a cc1plus that gcc forks while
+    # the tree is walked would be missed: only the step's process group still holds it.
+    late = tmp_path / "late"
+    tasks = [
+        sh_task(0, "sleep 0.5; exit 1", index=0),
+        sh_task(1, f"( (sleep 1.5; touch {late}) & ); sleep 60", index=1),
+    ]
+    result, _, _ = run(tasks, tmp_path=tmp_path)
+    assert result.returncode == 1
+    assert result.records[1].state is State.KILLED
+    time.sleep(2)
+    assert not late.exists()
+
+
+def test_steps_do_not_read_our_stdin(tmp_path):
+    # Steps lead their own process groups: one reading a terminal would be stopped. nvcc's
+    # steps never read stdin (nvcc copies a '-' source to a temp file itself).
+    read, write = os.pipe()
+    os.write(write, b"ours\n")
+    os.close(write)
+    saved = os.dup(0)
+    os.dup2(read, 0)
+    try:
+        result, out, _ = run([sh_task(0, "cat; echo done")], tmp_path=tmp_path)
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(read)
+    assert result.returncode == 0 and out == b"done\n"
+
+
 def test_a_missing_tool_fails_like_sh(tmp_path):
     step = Step(index=0, text="nope", kind=Kind.OTHER, tool="nope", argv=("/no/such/tool",))
     result, _, err = run([Task(0, step, Action.EXEC, argv=step.argv)], tmp_path=tmp_path)
