@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from . import depfile, nvcc_args
 from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
-from .history import Cost, History, Measurement, estimate, history_path
+from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
 from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun
 from .scheduler import CacheHook, Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
 from .slots import MemoryGate, slots_from_environment
@@ -189,6 +189,7 @@ def _run_plan(
             slots=slots,
             memory=MemoryGate(lambda task: costs[task.id].rss_kb * 1024),
             cache=cache_hook,
+            state_dir=cache_directory(os.environ),
         )
         try:
             result = runner.run()
@@ -277,7 +278,10 @@ def _cost(known, task: Task, owners: Mapping[int, str]):
     if task.action is Action.CHECK_MODULE_ID:
         return _FREE
     step = task.step
-    return estimate(known, source=owners.get(step.index, ""), tool=step.tool, arch=step.arch or "", kind=step.kind)
+    source = owners.get(step.index, "")
+    if task.action is Action.HOST_BACK:
+        return estimate(known, source=source, tool="as", arch=step.arch or "", kind=step.kind, default=ASSEMBLE)
+    return estimate(known, source=source, tool=step.tool, arch=step.arch or "", kind=step.kind)
 
 
 def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]) -> list[Measurement]:
@@ -285,19 +289,32 @@ def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]
     for task, record in zip(dag.tasks, records):
         # A cache hit's seconds say nothing about what the step costs when it runs.
         ran = record.state is State.DONE and not record.cached and not record.reran
-        if ran and task.action in (Action.EXEC, Action.SHELL):
+        if task.action is Action.HOST_BACK and not record.split:
+            continue  # it compiled after all: neither an as nor a whole compile of nvcc's
+        if ran and task.action in (Action.EXEC, Action.SHELL, Action.HOST_FRONT, Action.HOST_BACK):
             step = task.step
             found.append(
-                Measurement(owners.get(step.index, ""), step.tool, step.arch or "", record.seconds, record.max_rss_kb or 0)
+                Measurement(owners.get(step.index, ""), task.tool, step.arch or "", record.seconds, record.max_rss_kb or 0)
             )
     return found
+
+
+def _splits_host(config: Config) -> bool:
+    """Start the host compile before fatbinary (fast_nvcc/hostsplit.py)?  Not in the faithful
+    mode, nor where the .fatbin.c is watched: the cache keys the compile on it, --save copies
+    it as fatbinary's output."""
+    if config.faithful or config.save_dir or os.environ.get("FAST_NVCC_SPLIT_HOST", "1") == "0":
+        return False
+    from .cache import cache_enabled
+
+    return not cache_enabled(os.environ, config.cache)
 
 
 def _dag_for(config: Config, plan: Plan, workdir: str) -> Dag:
     shell = config.faithful
     if config.sequential:
         return sequential_dag(plan, shell=shell)
-    dag = build_dag(plan, shell=shell, speculate=not config.faithful, workdir=workdir)
+    dag = build_dag(plan, shell=shell, speculate=not config.faithful, split_host=_splits_host(config), workdir=workdir)
     if dag.problems:
         for problem in dag.problems:
             _say(config, f"running the plan in nvcc's order: {problem}")

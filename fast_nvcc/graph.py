@@ -31,6 +31,8 @@ class Action(enum.Enum):
     DEPFILE = "depfile"  # nvcc's in-process dependency filter
     REMOVE = "remove"  # nvcc's in-process rm
     CHECK_MODULE_ID = "check-module-id"  # ours: compare a speculative module_id with nvcc's
+    HOST_FRONT = "host-front"  # ours: the host compile's cc1plus, before fatbinary
+    HOST_BACK = "host-back"  # ours: its as, once the real .fatbin.c is there (or the compile)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,17 +48,33 @@ class Task:
     # The files it reads, including those its C inputs #include (the host compile reads the
     # stub and the .fatbin.c through the .cudafe1.cpp); keys as in Step.reads.
     reads: frozenset[str] = frozenset()
+    # HOST_FRONT/HOST_BACK: the .fatbin.c path nvcc names and the private path fatbinary
+    # writes instead, the fatbinary command (its identity keys the learned placeholder), and
+    # for the back task the id of its front.
+    fatbin: tuple[str, str] | None = None
+    fatbinary: tuple[str, ...] = ()
+    front: int | None = None
 
     @property
     def label(self) -> str:
         if self.action is Action.CHECK_MODULE_ID:
             return f"{self.step.index} check module_id {self.step.arch or ''}".rstrip()
+        if self.action is Action.HOST_FRONT:
+            return f"{self.step.label} (cc1plus)"
+        if self.action is Action.HOST_BACK:
+            return f"{self.step.label} (as)"
         return self.step.label
+
+    @property
+    def tool(self) -> str:
+        """The tool its time is learned under: the back of a split host compile is mostly as."""
+        return "as" if self.action is Action.HOST_BACK else self.step.tool
 
     @property
     def order(self) -> tuple[int, int]:
         """nvcc's order: the plan index, then ours within it."""
-        return (self.step.index, 1 if self.action is Action.CHECK_MODULE_ID else 0)
+        within = {Action.CHECK_MODULE_ID: 1, Action.HOST_BACK: 2}.get(self.action, 0)
+        return (self.step.index, within)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,13 +102,15 @@ def build_dag(
     *,
     shell: bool = False,
     speculate: bool = False,
+    split_host: bool = False,
     workdir: str | None = None,
     exists=os.path.exists,
 ) -> Dag:
     """The DAG of ``plan``.
 
     ``shell`` runs every command through ``sh -c`` (the faithful mode); ``speculate`` takes the
-    module_id off cicc's critical path, writing private module_id files under ``workdir``.
+    module_id off cicc's critical path, writing private module_id files under ``workdir``;
+    ``split_host`` lets the host compile start before fatbinary (:func:`split_host_compiles`).
     """
     tasks = [_task_for(i, step, shell=shell) for i, step in enumerate(plan.steps)]
     preds: list[set[int]] = [set() for _ in tasks]
@@ -122,6 +142,8 @@ def build_dag(
     dag = Dag(tuple(tasks), tuple(frozenset(p) for p in preds), tuple(problems))
     if speculate and not problems:
         dag = speculate_module_ids(dag, workdir=workdir or "/tmp")
+    if split_host and not problems:
+        dag = split_host_compiles(dag, plan.paths_by_key(), workdir=workdir or "/tmp")
     return dag
 
 
@@ -180,6 +202,74 @@ def speculate_module_ids(dag: Dag, *, workdir: str) -> Dag:
         succs[task.id] = {check.id}
         succs[writer].add(check.id)
     return Dag(tuple(tasks), tuple(frozenset(p) for p in preds), dag.problems)
+
+
+def split_host_compiles(dag: Dag, paths: Mapping[str, str], *, workdir: str) -> Dag:
+    """Run each host compile's cc1plus before fatbinary has written the ``.fatbin.c``.
+
+    The host compile becomes a front task (cc1plus on a placeholder ``.fatbin.c``), which
+    waits for everything the compile waited for except fatbinary, and a back task (as, on the
+    assembly with the real data put in), which waits for the front and for fatbinary, now
+    writing to a private path; see :mod:`fast_nvcc.hostsplit`.
+    """
+    from .hostsplit import can_split
+
+    tasks = list(dag.tasks)
+    preds = [set(p) for p in dag.preds]
+    succs = [set(s) for s in dag.succs]
+    for task in dag.tasks:
+        step = task.step
+        if step.kind is not Kind.HOST_COMPILE or task.action is not Action.EXEC:
+            continue
+        if not can_split(task.argv):
+            continue
+        fatbins = [key for key in task.reads if key.endswith(".fatbin.c") and key in paths]
+        if len(fatbins) != 1:
+            continue
+        if sum(fatbins[0] in other.reads for other in tasks) != 1:
+            continue  # another step reads it too, and would see the placeholder
+        path = paths[fatbins[0]]
+        writers = [p for p in preds[task.id] if fatbins[0] in tasks[p].step.writes]
+        if len(writers) != 1:
+            continue
+        writer = tasks[writers[0]]
+        if writer.step.kind is not Kind.FATBINARY or writer.action is not Action.EXEC:
+            continue
+        mentions = [i for i, word in enumerate(writer.argv) if path in word]
+        if len(mentions) != 1 or writer.argv[mentions[0]].count(path) != 1:
+            continue
+        if _reachable(succs, writer.id) & (preds[task.id] - {writer.id}):
+            continue  # the compile also reads something made after fatbinary
+        private = os.path.join(workdir, f"fatbin.{step.index}.c")
+        argv = list(writer.argv)
+        argv[mentions[0]] = argv[mentions[0]].replace(path, private)
+        tasks[writer.id] = replace(writer, argv=tuple(argv))
+        front = replace(task, action=Action.HOST_FRONT, fatbin=(path, private), fatbinary=writer.argv)
+        back = replace(front, id=len(tasks), action=Action.HOST_BACK, front=task.id)
+        tasks[task.id] = front
+        tasks.append(back)
+        preds.append({task.id, writer.id})
+        succs.append(set())
+        preds[task.id].discard(writer.id)
+        succs[writer.id].discard(task.id)
+        succs[writer.id].add(back.id)
+        for succ in list(succs[task.id]):
+            preds[succ].discard(task.id)
+            preds[succ].add(back.id)
+            succs[back.id].add(succ)
+        succs[task.id] = {back.id}
+    return Dag(tuple(tasks), tuple(frozenset(p) for p in preds), dag.problems)
+
+
+def _reachable(succs: Sequence[set[int]], start: int) -> set[int]:
+    seen: set[int] = set()
+    stack = [start]
+    while stack:
+        for succ in succs[stack.pop()]:
+            if succ not in seen:
+                seen.add(succ)
+                stack.append(succ)
+    return seen
 
 
 def topological_order(dag: Dag) -> list[int]:

@@ -107,7 +107,7 @@ def build_report(
                 task=task.id,
                 index=task.step.index,
                 label=task.label,
-                tool="check module_id" if task.action is Action.CHECK_MODULE_ID else task.step.tool,
+                tool=_tool_of(task, record),
                 kind=task.step.kind.value,
                 arch=task.step.arch,
                 action=task.action.value,
@@ -129,6 +129,16 @@ def build_report(
             )
         )
     return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at)
+
+
+def _tool_of(task, record) -> str:
+    if task.action is Action.CHECK_MODULE_ID:
+        return "check module_id"
+    if task.action is Action.HOST_FRONT:
+        return "cc1plus"
+    if task.action is Action.HOST_BACK and record.split:
+        return "as"
+    return task.step.tool
 
 
 def _command_of(task) -> tuple[str, ...]:

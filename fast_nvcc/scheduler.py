@@ -25,7 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from .files import read_bytes
+from . import hostsplit
+from .files import read_bytes, write_atomically
 from .graph import Action, Dag, Task
 from .plan import Step
 from .slots import MemoryGate, Slots
@@ -52,6 +53,7 @@ class Record:
     cpu_seconds: float | None = None
     max_rss_kb: int | None = None
     reran: bool = False  # a module_id check that had to rerun cicc
+    split: bool = False  # a host compile's back task that only had to assemble
     cached: bool | None = None  # True: a cache hit; False: a cacheable step that missed
     slot: int | None = None
     # Captured output: (fd, path) in the order to forward them.
@@ -104,6 +106,21 @@ class CacheHook:
         raise NotImplementedError
 
 
+@dataclass(slots=True)
+class _Front:
+    """What a split host compile's front task leaves its back task."""
+
+    placeholder: str
+    assembly: str
+    driver: hostsplit.DriverPlan
+    captures: list[tuple[int, str]]
+
+
+def _use(record: Record, usage) -> None:
+    record.cpu_seconds = (record.cpu_seconds or 0.0) + usage.ru_utime + usage.ru_stime
+    record.max_rss_kb = max(record.max_rss_kb or 0, usage.ru_maxrss)
+
+
 class Interrupted(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by signal {signum}")
@@ -136,6 +153,7 @@ class Runner:
         slots: Slots | None = None,
         memory: MemoryGate | None = None,
         cache: CacheHook | None = None,
+        state_dir: str | None = None,
     ) -> None:
         self.dag = dag
         self.env = dict(env)
@@ -152,6 +170,8 @@ class Runner:
         self.slots = slots or Slots()
         self.memory = memory
         self.cache = cache
+        self.state_dir = state_dir  # where split host compiles learn their placeholders
+        self._fronts: dict[int, _Front | None] = {}
         self._commands = 0  # commands (slot-taking tasks) running now
         self.records = [Record(task.id) for task in dag.tasks]
         self._events: queue.Queue[tuple[int, BaseException | None]] = queue.Queue()
@@ -308,6 +328,10 @@ class Runner:
                 self._finish(record, 0)
             elif task.action is Action.CHECK_MODULE_ID:
                 self._check_module_id(task, record)
+            elif task.action is Action.HOST_FRONT:
+                self._host_front(task, record)
+            elif task.action is Action.HOST_BACK:
+                self._host_back(task, record)
         except StepFailed as exc:
             self._fail_with(task, record, exc.message, exc.returncode)
         except OSError as exc:
@@ -321,8 +345,21 @@ class Runner:
         self._events.put((task.id, error))
 
     def _exec(self, task: Task, argv: list[str], record: Record) -> None:
-        out_path = self._capture_path(task, 1)
-        err_path = out_path if self.combine_output else self._capture_path(task, 2)
+        returncode, captures, usage = self._spawn(task, argv)
+        if returncode is None:
+            self._finish(record, -signal.SIGTERM)
+            return
+        _use(record, usage)
+        record.captures.extend(captures)
+        self._finish(record, returncode)
+
+    def _spawn(
+        self, task: Task, argv: list[str], *, tag: str = "", env: Mapping[str, str] | None = None
+    ) -> tuple[int | None, list[tuple[int, str]], object]:
+        """Run one command of ``task``, its output captured to files: (exit code, captures,
+        resource usage); the exit code is None when the task was killed before it started."""
+        out_path = self._capture_path(task, 1, tag)
+        err_path = out_path if self.combine_output else self._capture_path(task, 2, tag)
         redirects = {r.fd: r for r in task.step.redirects if not _is_nvcc_capture(r.target)}
         if task.action is Action.SHELL:
             redirects = {}  # sh applies the line's own redirections
@@ -335,8 +372,7 @@ class Runner:
                 with self._lock:
                     run = self._running[task.id]
                     if run.killed:
-                        self._finish(record, -signal.SIGTERM)
-                        return
+                        return None, [], None
                     # Each step leads its own process group, so a kill reaches the
                     # processes it is forking right then (gcc's cc1plus), which a walk
                     # of its children can miss.
@@ -345,7 +381,7 @@ class Runner:
                         stdin=subprocess.DEVNULL,
                         stdout=stdout,
                         stderr=stderr,
-                        env=self.env,
+                        env=self.env if env is None else env,
                         cwd=self.cwd,
                         process_group=0,
                     )
@@ -359,12 +395,61 @@ class Runner:
                 for handle in (stdout, stderr):
                     if handle not in (out, err, subprocess.STDOUT):
                         handle.close()
-        record.cpu_seconds = usage.ru_utime + usage.ru_stime
-        record.max_rss_kb = usage.ru_maxrss
-        record.captures.append((1, out_path))
+        captures = [(1, out_path)]
         if err_path != out_path:
-            record.captures.append((2, err_path))
-        self._finish(record, run.proc.returncode)
+            captures.append((2, err_path))
+        return run.proc.returncode, captures, usage
+
+    def _host_front(self, task: Task, record: Record) -> None:
+        """cc1plus of a split host compile, on a placeholder .fatbin.c; its output is kept
+        for the back task, which alone knows whether the split holds."""
+        assert task.fatbin is not None
+        self._fronts[task.id] = None
+        template = hostsplit.template_path(self.state_dir, task.fatbinary, path=self.env.get("PATH")) if self.state_dir else None
+        placeholder = hostsplit.read_template(template) if template else None
+        if placeholder is None:
+            self._finish(record, 0)  # nothing learned yet: the back task compiles
+            return
+        write_atomically(task.fatbin[0], placeholder.encode("utf-8", "surrogateescape"))
+        assembly = os.path.join(self.workdir, f"host.{task.step.index}.s")
+        driver = hostsplit.driver_plan(task.argv, env=self.env, cwd=self.cwd, assembly=assembly)
+        if driver is None:
+            self._finish(record, 0)
+            return
+        returncode, captures, usage = self._spawn(task, list(driver.cc1), tag="cc1", env=driver.env)
+        if returncode is None:
+            self._finish(record, -signal.SIGTERM)
+            return
+        _use(record, usage)
+        if returncode == 0:
+            self._fronts[task.id] = _Front(placeholder, assembly, driver, captures)
+        self._finish(record, 0)
+
+    def _host_back(self, task: Task, record: Record) -> None:
+        """as on the assembly with the real data, or the host compile as nvcc printed it."""
+        assert task.fatbin is not None and task.front is not None
+        real_path, private = task.fatbin
+        front = self._fronts.get(task.front)
+        real = read_bytes(private).decode("utf-8", "surrogateescape")
+        os.replace(private, real_path)  # the real file where nvcc has it, for the fallback too
+        template = hostsplit.template_path(self.state_dir, task.fatbinary, path=self.env.get("PATH")) if self.state_dir else None
+        if template:
+            hostsplit.learn(template, real)
+        if front is not None:
+            assembly = hostsplit.patch(read_bytes(front.assembly).decode("utf-8", "surrogateescape"), front.placeholder, real)
+            if assembly is not None:
+                write_atomically(front.assembly, assembly.encode("utf-8", "surrogateescape"))
+                returncode, captures, usage = self._spawn(task, list(front.driver.assembler), tag="as", env=front.driver.env)
+                if returncode is None:
+                    self._finish(record, -signal.SIGTERM)
+                    return
+                if returncode == 0:
+                    _use(record, usage)
+                    record.split = True
+                    record.captures.extend(front.captures + captures)
+                    self._finish(record, 0)
+                    return
+        self._exec(task, list(task.argv), record)
 
     def _from_cache(self, task: Task, record: Record) -> bool:
         """Replay a cache hit: outputs restored, captured output written back; True on a hit."""
@@ -430,8 +515,8 @@ class Runner:
             thread.join()
         self._threads.clear()
 
-    def _capture_path(self, task: Task, fd: int) -> str:
-        return os.path.join(self.workdir, f"{task.id}.{fd}")
+    def _capture_path(self, task: Task, fd: int, tag: str = "") -> str:
+        return os.path.join(self.workdir, f"{task.id}{tag}.{fd}")
 
     def _now(self) -> float:
         return time.monotonic() - self._t0
@@ -597,9 +682,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _takes_slot(task: Task) -> bool:
-    if task.action in (Action.EXEC, Action.SHELL):
-        return True
-    return False
+    return task.action in (Action.EXEC, Action.SHELL, Action.HOST_FRONT, Action.HOST_BACK)
 
 
 def _is_nvcc_capture(target: str) -> bool:

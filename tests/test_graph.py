@@ -42,7 +42,7 @@ def exists(_path):
 @pytest.mark.parametrize("name", names())
 @pytest.mark.parametrize("speculate", [False, True])
 def test_every_fixture_gives_a_valid_dag(name, speculate):
-    dag = build_dag(load_plan(name), speculate=speculate, workdir="/w", exists=exists)
+    dag = build_dag(load_plan(name), speculate=speculate, split_host=speculate, workdir="/w", exists=exists)
     assert dag.problems == ()
     order = topological_order(dag)
     assert sorted(order) == list(range(len(dag.tasks)))
@@ -200,3 +200,39 @@ def test_critical_path_agrees_with_networkx(seed):
             weighted.add_edge(u, v, weight=durations[u])
     expected = nx.dag_longest_path_length(weighted, weight="weight")
     assert sum(durations[i] for i in ours) == pytest.approx(expected)
+
+
+def test_split_host_compile_starts_before_fatbinary():
+    plain = build_dag(load_plan("compile_3arch_md"), speculate=True, exists=exists)
+    dag = build_dag(load_plan("compile_3arch_md"), speculate=True, split_host=True, workdir="/w", exists=exists)
+    (front,) = find(dag, Kind.HOST_COMPILE, action=Action.HOST_FRONT)
+    (back,) = find(dag, Kind.HOST_COMPILE, action=Action.HOST_BACK)
+    (fatbinary,) = find(dag, Kind.FATBINARY)
+    (old_host,) = find(plain, Kind.HOST_COMPILE)
+    assert fatbinary.id not in ancestors(dag, front.id)
+    assert all(p.step.kind is not Kind.PTXAS for p in map(dag.tasks.__getitem__, ancestors(dag, front.id)))
+    # It still waits for the cicc that writes the stub and for cudafe++.
+    stub_writers = [t for t in find(dag, Kind.CICC, action=Action.EXEC) if t.step.writes & front.reads]
+    assert len(stub_writers) == 1
+    assert {stub_writers[0].id, find(dag, Kind.CUDAFE)[0].id} <= ancestors(dag, front.id)
+    # ... but not for the other archs' cicc.
+    assert len([t for t in find(dag, Kind.CICC, action=Action.EXEC) if t.id in ancestors(dag, front.id)]) == 1
+    assert dag.preds[back.id] == {front.id, fatbinary.id}
+    assert back.front == front.id and back.order > front.order
+    # fatbinary writes the private path; the front puts a placeholder where nvcc's stub looks.
+    real, private = front.fatbin
+    assert real.endswith(".fatbin.c") and private == "/w/fatbin.%d.c" % front.step.index
+    assert any(private in word for word in fatbinary.argv) and not any(real in w for w in fatbinary.argv)
+    # What came after the host compile now comes after the back task.
+    for succ in plain.succs[old_host.id]:
+        assert back.id in dag.preds[succ] and front.id not in dag.preds[succ]
+
+
+@pytest.mark.parametrize("flag", ["-g", "-ggdb3", "-flto", "-save-temps", "-pipe", "-fdump-tree-all"])
+def test_no_split_where_more_than_the_data_may_differ(flag):
+    from fast_nvcc.hostsplit import can_split
+
+    argv = ["gcc", "-c", "-x", "c++", flag, "a.cudafe1.cpp", "-o", "a.o"]
+    assert not can_split(argv)
+    assert can_split([w for w in argv if w != flag])
+    assert can_split(["gcc", "-c", "-g0", "a.cpp"])

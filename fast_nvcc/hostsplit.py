@@ -1,0 +1,184 @@
+"""The host compile without waiting for fatbinary.
+
+nvcc's last step, ``gcc -c x.cudafe1.cpp``, is seconds of host code, yet it waits for every
+ptxas and for fatbinary, because the stub it includes ``#include``s the ``.fatbin.c``.  That
+file is one ``asm()`` block of ``.quad`` lines (the fatbinary's bytes) and a declaration of
+``fatbinData[N]``; gcc copies the block verbatim into its assembly and, without debug info,
+nothing else in the assembly depends on the data or on N.  So the compile is split the way the
+gcc driver itself splits it (``gcc -###``: cc1plus, then as):
+
+1. *front*: a placeholder ``.fatbin.c`` (the real file's text with the data replaced by one
+   marker line) stands where the stub looks for it, and cc1plus runs at once, as the driver
+   would run it, writing its assembly to a file of ours; fatbinary writes to a private path.
+2. *back*, after fatbinary: the real file must equal the placeholder except for the data lines
+   and N; then the marker line in the assembly becomes the data lines and ``as`` runs exactly as
+   the driver would have run it.
+
+Anything unexpected (no template yet, a template that does not match, a driver whose ``-###``
+is not cc1plus then as, a marker not found once, cc1plus or as failing) makes the back step
+run the host compile exactly as nvcc printed it, with the real ``.fatbin.c`` in place.  The
+placeholder's text is learned from the first real ``.fatbin.c`` of each fatbinary (its format
+changes between CUDA versions) and kept in the cache directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .files import write_atomically
+from .shellwords import split_words
+
+MARKER = '".quad FAST_NVCC_FATBIN_DATA\\n"'
+_MARKER_ASM = ".quad FAST_NVCC_FATBIN_DATA"
+_DATA_LINE = re.compile(r'"(\.quad (?:0x[0-9a-f]{16},)*0x[0-9a-f]{16})\\n"')
+_SIZE = re.compile(r"fatbinData\[\d+\]")
+_ASSIGNMENT = re.compile(r"([A-Z_][A-Z0-9_]*)=(.*)")
+
+# Host options under which more than the marker's line of the assembly may depend on the
+# .fatbin.c (debug info describes fatbinData[N]), or under which cc1plus/as are not simply
+# run one after the other (LTO, -pipe, -save-temps, a -S or -E compile).
+# Dumps and listings that would show the placeholder are out too.
+_UNSAFE_PREFIXES = (
+    "-g", "-flto", "-save-temps", "--save-temps", "-pipe", "-S", "-E", "-fsyntax-only",
+    "-fdump", "-aux-info", "--coverage", "-fprofile", "-ftest-coverage", "-fcallgraph-info",
+    "-fopt-info", "-fplugin",
+)  # fmt: skip
+
+
+def can_split(argv: Sequence[str]) -> bool:
+    """May this host compile (gcc -c) be split? Only for plain gcc-style compiles."""
+    if "-c" not in argv:
+        return False
+    for word in argv[1:]:
+        if word == "-g0":
+            continue
+        if word.startswith(_UNSAFE_PREFIXES) or word.startswith("-Wa,") and "-g" in word:
+            return False
+    return True
+
+
+def template_path(directory: str, fatbinary_argv: Sequence[str], *, path: str | None) -> str | None:
+    """Where the placeholder learned for this fatbinary (binary and option names) lives;
+    ``path`` is the plan's PATH, which finds the tool."""
+    try:
+        tool = fatbinary_argv[0]
+        resolved = tool if os.sep in tool else shutil.which(tool, path=path)
+        if resolved is None:
+            return None
+        stat = os.stat(resolved)
+    except (OSError, IndexError):
+        return None
+    names = sorted({word.split("=", 1)[0] for word in fatbinary_argv[1:] if word.startswith("-")})
+    identity = "\0".join([os.path.realpath(resolved), str(stat.st_size), str(stat.st_mtime_ns), *names])
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    return os.path.join(directory, "fatbin-templates", f"{digest}.c")
+
+
+def placeholder_of(real: str) -> str | None:
+    """The real ``.fatbin.c`` with its data lines replaced by the marker; None when its data
+    lines are not one block of ``.quad`` lines."""
+    lines = real.split("\n")
+    data = [i for i, line in enumerate(lines) if _DATA_LINE.fullmatch(line)]
+    if not data or data != list(range(data[0], data[-1] + 1)):
+        return None
+    if any(_MARKER_ASM in line for line in lines):
+        return None
+    return "\n".join(lines[: data[0]] + [MARKER] + lines[data[-1] + 1 :])
+
+
+def learn(template: str, real: str) -> bool:
+    """Keep the placeholder for later compiles; True when it was new or changed."""
+    placeholder = placeholder_of(real)
+    if placeholder is None:
+        return False
+    known = read_template(template)
+    if known is not None and _SIZE.sub("fatbinData[]", known) == _SIZE.sub("fatbinData[]", placeholder):
+        return False
+    try:
+        os.makedirs(os.path.dirname(template), exist_ok=True)
+        write_atomically(template, placeholder.encode("utf-8", "surrogateescape"))
+    except OSError:
+        return False
+    return True
+
+
+def read_template(template: str) -> str | None:
+    try:
+        with open(template, encoding="utf-8", errors="surrogateescape") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    return text if text.count(MARKER) == 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class DriverPlan:
+    """What ``gcc -###`` says the driver would run: cc1plus, then as, with their environment."""
+
+    cc1: tuple[str, ...]
+    assembler: tuple[str, ...]
+    env: dict[str, str]
+
+
+def driver_plan(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, assembly: str) -> DriverPlan | None:
+    """cc1plus writing ``assembly`` and as reading it, as the driver of ``argv`` runs them."""
+    try:
+        probe = subprocess.run(
+            [*argv, "-###"], env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL,
+            capture_output=True, timeout=60, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if probe.returncode != 0:
+        return None
+    text = probe.stderr.decode("utf-8", "surrogateescape")
+    commands: list[tuple[tuple[str, ...], dict[str, str]]] = []
+    settings: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith(" "):
+            words = split_words(line.strip(), {})
+            if words.needs_shell or words.redirects:
+                return None
+            commands.append((words.words, dict(settings)))
+            continue
+        match = _ASSIGNMENT.fullmatch(line)
+        if match:
+            settings[match.group(1)] = match.group(2)
+    if len(commands) != 2:
+        return None
+    (cc1, cc1_env), (assembler, _) = commands
+    if os.path.basename(cc1[0]) != "cc1plus" or os.path.basename(assembler[0]) != "as":
+        return None
+    try:
+        out = cc1.index("-o")
+    except ValueError:
+        return None
+    temp = cc1[out + 1] if out + 1 < len(cc1) else ""
+    if not temp.endswith(".s") or assembler[-1] != temp or cc1.count(temp) != 1:
+        return None
+    if assembler.count(temp) != 1:
+        return None
+    cc1 = cc1[: out + 1] + (assembly,) + cc1[out + 2 :]
+    assembler = assembler[:-1] + (assembly,)
+    return DriverPlan(cc1, assembler, {**env, **cc1_env})
+
+
+def patch(assembly: str, placeholder: str, real: str) -> str | None:
+    """The assembly cc1plus would have written for ``real``, from the one it wrote for
+    ``placeholder``; None unless the two files differ only in their data lines and N."""
+    expected = placeholder_of(real)
+    if expected is None or _SIZE.sub("fatbinData[]", expected) != _SIZE.sub("fatbinData[]", placeholder):
+        return None
+    lines = assembly.split("\n")
+    where = [i for i, line in enumerate(lines) if line == _MARKER_ASM]
+    if len(where) != 1 or sum(_MARKER_ASM in line for line in lines) != 1:
+        return None
+    data = [m.group(1) for m in map(_DATA_LINE.fullmatch, real.split("\n")) if m]
+    return "\n".join(lines[: where[0]] + data + lines[where[0] + 1 :])
+

@@ -1,0 +1,185 @@
+"""The split host compile: cc1plus on a placeholder .fatbin.c, then as on the patched assembly.
+
+The core claim, checked with the real gcc: for a translation unit that includes a .fatbin.c
+the way nvcc's stub does, patching the placeholder's assembly and running the driver's own as
+command gives the same object as ``gcc -c`` on the real file.  The nvcc tests (further down)
+then check whole compiles against nvcc.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fast_nvcc import hostsplit
+
+from helpers import assert_same, compare, fast_nvcc_command, run_tool
+
+GCC = shutil.which("gcc")
+
+
+def fatbin_c(words: list[int], *, relocatable: bool = False) -> str:
+    """A .fatbin.c in the shape fatbinary 13.0 writes (see a --keep directory)."""
+    section = "__nv_relfatbin" if relocatable else ".nv_fatbin"
+    lines = [
+        "#define __CUDAFATBINSECTION  \".nvFatBinSegment\"",
+        f"#define __CUDAFATBINDATASECTION  \"{section}\"",
+        "asm(",
+        f"\".section {section}, \\\"a\\\"\\n\"",
+        "\".align 8\\n\"",
+        "\"fatbinData:\\n\"",
+    ]
+    for at in range(0, len(words), 4):
+        lines.append('".quad ' + ",".join(f"0x{w:016x}" for w in words[at : at + 4]) + '\\n"')
+    lines += [
+        "\".text\\n\");",
+        f"extern \"C\" const unsigned long long fatbinData[{len(words)}];",
+        "extern \"C\" const void *const wrapper[] __attribute__((section(\".nvFatBinSegment\"))) = { fatbinData };",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+SOURCE = """\
+#include <vector>
+int host_function(int n) { std::vector<int> v(n, 3); int s = 0; for (int x : v) s += x; return s; }
+#include "x.fatbin.c"
+static int after(int x) { return x * 2; }
+int use_after(int x) { return after(x); }
+"""
+
+
+def test_placeholder_keeps_all_but_the_data():
+    real = fatbin_c(list(range(1, 10)))
+    placeholder = hostsplit.placeholder_of(real)
+    assert placeholder is not None and placeholder.count(hostsplit.MARKER) == 1
+    assert ".quad 0x" not in placeholder and "fatbinData[9]" in placeholder
+    assert hostsplit.placeholder_of("no data at all") is None
+    split = real.replace('\\n"\n".quad 0x0000000000000005', '\\n"\n/* gap */\n".quad 0x0000000000000005')
+    assert hostsplit.placeholder_of(split) is None  # data lines must be one block
+
+
+def test_patch_refuses_anything_but_other_data():
+    placeholder = hostsplit.placeholder_of(fatbin_c([1, 2, 3]))
+    assembly = "a:\n.quad FAST_NVCC_FATBIN_DATA\n.text\n"
+    real = fatbin_c([7] * 11)  # other data, other N: fine
+    assert hostsplit.patch(assembly, placeholder, real) == "a:\n.quad " + ",".join(["0x0000000000000007"] * 4) \
+        + "\n.quad " + ",".join(["0x0000000000000007"] * 4) + "\n.quad " + ",".join(["0x0000000000000007"] * 3) + "\n.text\n"
+    assert hostsplit.patch(assembly, placeholder, fatbin_c([1], relocatable=True)) is None  # other text
+    assert hostsplit.patch("no marker\n", placeholder, real) is None
+    assert hostsplit.patch(assembly + assembly, placeholder, real) is None
+
+
+def test_learned_template_is_keyed_by_the_fatbinary_and_its_options(tmp_path):
+    tool = shutil.which("true")
+    a = hostsplit.template_path(str(tmp_path), [tool, "-64", "--embedded-fatbin=/t/a.fatbin.c"], path=None)
+    b = hostsplit.template_path(str(tmp_path), [tool, "-64", "--embedded-fatbin=/t/b.fatbin.c"], path=None)
+    c = hostsplit.template_path(str(tmp_path), [tool, "-64", "--device-c", "--embedded-fatbin=/t/b.fatbin.c"], path=None)
+    assert a == b != c
+    assert hostsplit.template_path(str(tmp_path), ["no-such-fatbinary"], path="/nonexistent") is None
+    real = fatbin_c([1, 2])
+    assert hostsplit.learn(a, real) and not hostsplit.learn(a, fatbin_c([3, 4, 5]))  # same text
+    assert hostsplit.read_template(a) == hostsplit.placeholder_of(real)
+
+
+@pytest.mark.skipif(GCC is None, reason="needs gcc")
+@pytest.mark.parametrize("flags", [[], ["-O2", "-fPIC"], ["-O3", "-Wall", "-ffunction-sections"]])
+def test_patched_assembly_gives_gcc_s_own_object(tmp_path, flags):
+    (tmp_path / "x.cpp").write_text(SOURCE)
+    real = fatbin_c([(i * 0x9E3779B97F4A7C15) % 2**64 for i in range(1, 200)])
+    argv = [GCC, "-c", "-x", "c++", *flags, "x.cpp", "-o", "x.o"]
+    (tmp_path / "x.fatbin.c").write_text(real)
+    subprocess.run(argv, cwd=tmp_path, check=True)
+    expected = (tmp_path / "x.o").read_bytes()
+    (tmp_path / "x.o").unlink()
+
+    placeholder = hostsplit.placeholder_of(fatbin_c([1]))  # learned from another compile
+    (tmp_path / "x.fatbin.c").write_text(placeholder)
+    plan = hostsplit.driver_plan(argv, env=os.environ, cwd=str(tmp_path), assembly=str(tmp_path / "x.s"))
+    assert plan is not None and os.path.basename(plan.cc1[0]) == "cc1plus"
+    subprocess.run(plan.cc1, cwd=tmp_path, env=plan.env, check=True)
+    assembly = hostsplit.patch((tmp_path / "x.s").read_text(), placeholder, real)
+    assert assembly is not None
+    (tmp_path / "x.s").write_text(assembly)
+    subprocess.run(plan.assembler, cwd=tmp_path, env=plan.env, check=True)
+    assert (tmp_path / "x.o").read_bytes() == expected
+
+
+@pytest.mark.skipif(GCC is None, reason="needs gcc")
+def test_driver_plan_declines_what_it_cannot_mirror(tmp_path):
+    (tmp_path / "x.cpp").write_text("int f() { return 1; }\n")
+    assembly = str(tmp_path / "x.s")
+    env = dict(os.environ)
+    assert hostsplit.driver_plan([GCC, "-c", "x.cpp", "-pipe"], env=env, cwd=str(tmp_path), assembly=assembly) is None
+    assert hostsplit.driver_plan([GCC, "-c", "-bogus", "x.cpp"], env=env, cwd=str(tmp_path), assembly=assembly) is None
+    assert hostsplit.driver_plan(["/nonexistent/gcc", "-c", "x.cpp"], env=env, cwd=str(tmp_path), assembly=assembly) is None
+
+
+# -- whole compiles against nvcc ----------------------------------------------------------------
+
+I = "-Iinclude"
+SPLIT_CASES = {
+    "c-3arch": ["-c", "kernel.cu", I, "-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"],
+    "dc": ["-dc", "kernel.cu", I, "-arch=sm_80"],
+    "link-executable": ["kernel.cu", "main.cu", I, "-arch=sm_80", "-o", "app"],
+    "host-warnings": ["-c", "warning.cu", "-arch=sm_80", "-Xcompiler", "-Wall,-Wextra"],
+    "MD-O3": ["-c", "kernel.cu", I, "-arch=sm_80", "-MD", "-O3", "-Xcompiler", "-fPIC"],
+}  # fmt: skip
+
+
+def tools_in(table: Path) -> list[str]:
+    import csv
+
+    with open(table, newline="") as handle:
+        return [row["tool"] for row in csv.DictReader(handle)]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("case", sorted(SPLIT_CASES))
+def test_split_compile_same_as_nvcc(nvcc, sources, tmp_path, case):
+    args = SPLIT_CASES[case]
+    env = {"FAST_NVCC_CACHE_DIR": str(tmp_path / "state")}  # nothing learned yet
+    first = run_tool(fast_nvcc_command(nvcc, args, ["--table", str(tmp_path / "first.csv")]), cwd=sources, tmpdir=tmp_path / "t", env=env)
+    assert first.returncode == 0, first.stderr
+    if case != "link-executable":  # there the second source's compile may use what the first learned
+        assert "as" not in tools_in(tmp_path / "first.csv")  # the first compile learns the placeholder
+    for name in first.files:
+        (sources / name).unlink()
+    result = compare(nvcc, args, cwd=sources, env=env, options=["--table", str(tmp_path / "second.csv")])
+    assert_same(result)
+    tools = tools_in(tmp_path / "second.csv")
+    assert "cc1plus" in tools and "as" in tools
+
+
+@pytest.mark.nvcc
+def test_split_that_cannot_hold_compiles_as_printed(nvcc, sources, tmp_path):
+    """A host error (-Werror) stops cc1plus; a wrong learned placeholder fails the check; a
+    -g compile is not split at all. Each still gives nvcc's object or nvcc's messages."""
+    env = {"FAST_NVCC_CACHE_DIR": str(tmp_path / "state")}
+    args = ["-c", "warning.cu", "-arch=sm_80", "-o", "w.o"]
+    learn = run_tool(fast_nvcc_command(nvcc, args), cwd=sources, tmpdir=tmp_path / "t", env=env)
+    assert learn.returncode == 0
+    (sources / "w.o").unlink()
+    (template,) = (tmp_path / "state" / "fatbin-templates").iterdir()
+
+    failing = args + ["-Xcompiler", "-Werror,-Wframe-larger-than=1"]  # only cc1plus sees frames
+    result = compare(nvcc, failing, cwd=sources, env=env, options=["--table", str(tmp_path / "a.csv")])
+    assert result.plain.returncode != 0 and result.plain.stderr.count(b"error") >= 1
+    assert_same(result)
+    assert "as" not in tools_in(tmp_path / "a.csv")
+
+    good = template.read_text()
+    template.write_text(good.replace("#define __CUDAFATBINSECTION", "#define __CUDAFATBINSECTION /* stale */"))
+    result = compare(nvcc, args, cwd=sources, env=env, options=["--table", str(tmp_path / "b.csv")])
+    assert_same(result)
+    assert "cc1plus" in tools_in(tmp_path / "b.csv") and "as" not in tools_in(tmp_path / "b.csv")
+    assert template.read_text() == good  # learned again from the real file
+    (sources / "w.o").unlink()
+
+    result = compare(nvcc, args + ["-g"], cwd=sources, env=env, options=["--table", str(tmp_path / "c.csv")])
+    assert_same(result, host_debug_info=True, scratch=tmp_path)
+    assert "cc1plus" not in tools_in(tmp_path / "c.csv")
