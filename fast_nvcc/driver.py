@@ -204,6 +204,8 @@ def _run_plan(
         for task, record in zip(dag.tasks, result.records):
             if record.reran:
                 _say(config, f"{task.step.label}: its module_id differs from nvcc's; reran it as printed")
+            if record.split_note:
+                _say(config, f"{task.step.label}: host compile run as printed: {record.split_note}")
         if config.wants_report:
             _write_reports(config, nvcc, args, effective, plan, dag, result, jobs, observer, cwd, started)
         return result.returncode

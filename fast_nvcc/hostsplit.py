@@ -36,7 +36,8 @@ from .shellwords import split_words
 
 MARKER = '".quad FAST_NVCC_FATBIN_DATA\\n"'
 _MARKER_ASM = ".quad FAST_NVCC_FATBIN_DATA"
-_DATA_LINE = re.compile(r'"(\.quad (?:0x[0-9a-f]{16},)*0x[0-9a-f]{16})\\n"')
+# Four values a line, joined by ","; a last, shorter line joins them by ", ".
+_DATA_LINE = re.compile(r'"(\.quad (?:0x[0-9a-f]{16}, ?)*0x[0-9a-f]{16})\\n"')
 _SIZE = re.compile(r"fatbinData\[\d+\]")
 _ASSIGNMENT = re.compile(r"([A-Z_][A-Z0-9_]*)=(.*)")
 

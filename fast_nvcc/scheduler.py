@@ -54,6 +54,7 @@ class Record:
     max_rss_kb: int | None = None
     reran: bool = False  # a module_id check that had to rerun cicc
     split: bool = False  # a host compile's back task that only had to assemble
+    split_note: str = ""  # a host compile's back task: why it compiled as printed instead
     cached: bool | None = None  # True: a cache hit; False: a cacheable step that missed
     slot: int | None = None
     # Captured output: (fd, path) in the order to forward them.
@@ -171,7 +172,7 @@ class Runner:
         self.memory = memory
         self.cache = cache
         self.state_dir = state_dir  # where split host compiles learn their placeholders
-        self._fronts: dict[int, _Front | None] = {}
+        self._fronts: dict[int, _Front | str] = {}  # a front's work, or why there is none
         self._commands = 0  # commands (slot-taking tasks) running now
         self.records = [Record(task.id) for task in dag.tasks]
         self._events: queue.Queue[tuple[int, BaseException | None]] = queue.Queue()
@@ -404,16 +405,17 @@ class Runner:
         """cc1plus of a split host compile, on a placeholder .fatbin.c; its output is kept
         for the back task, which alone knows whether the split holds."""
         assert task.fatbin is not None
-        self._fronts[task.id] = None
-        template = hostsplit.template_path(self.state_dir, task.fatbinary, path=self.env.get("PATH")) if self.state_dir else None
+        self._fronts[task.id] = "nothing learned yet for this fatbinary"
+        template = self._template(task)
         placeholder = hostsplit.read_template(template) if template else None
         if placeholder is None:
-            self._finish(record, 0)  # nothing learned yet: the back task compiles
+            self._finish(record, 0)
             return
         write_atomically(task.fatbin[0], placeholder.encode("utf-8", "surrogateescape"))
         assembly = os.path.join(self.workdir, f"host.{task.step.index}.s")
         driver = hostsplit.driver_plan(task.argv, env=self.env, cwd=self.cwd, assembly=assembly)
         if driver is None:
+            self._fronts[task.id] = "its -### is not cc1plus then as"
             self._finish(record, 0)
             return
         returncode, captures, usage = self._spawn(task, list(driver.cc1), tag="cc1", env=driver.env)
@@ -423,6 +425,8 @@ class Runner:
         _use(record, usage)
         if returncode == 0:
             self._fronts[task.id] = _Front(placeholder, assembly, driver, captures)
+        else:
+            self._fronts[task.id] = f"cc1plus failed (exit {returncode})"
         self._finish(record, 0)
 
     def _host_back(self, task: Task, record: Record) -> None:
@@ -432,12 +436,14 @@ class Runner:
         front = self._fronts.get(task.front)
         real = read_bytes(private).decode("utf-8", "surrogateescape")
         os.replace(private, real_path)  # the real file where nvcc has it, for the fallback too
-        template = hostsplit.template_path(self.state_dir, task.fatbinary, path=self.env.get("PATH")) if self.state_dir else None
+        template = self._template(task)
         if template:
             hostsplit.learn(template, real)
-        if front is not None:
+        if isinstance(front, _Front):
             assembly = hostsplit.patch(read_bytes(front.assembly).decode("utf-8", "surrogateescape"), front.placeholder, real)
-            if assembly is not None:
+            if assembly is None:
+                front = "its .fatbin.c does not match the learned placeholder (learned anew)"
+            else:
                 write_atomically(front.assembly, assembly.encode("utf-8", "surrogateescape"))
                 returncode, captures, usage = self._spawn(task, list(front.driver.assembler), tag="as", env=front.driver.env)
                 if returncode is None:
@@ -449,7 +455,14 @@ class Runner:
                     record.captures.extend(front.captures + captures)
                     self._finish(record, 0)
                     return
+                front = f"as failed (exit {returncode})"
+        record.split_note = front or "its front did not run"
         self._exec(task, list(task.argv), record)
+
+    def _template(self, task: Task) -> str | None:
+        if not self.state_dir:
+            return None
+        return hostsplit.template_path(self.state_dir, task.fatbinary, path=self.env.get("PATH"))
 
     def _from_cache(self, task: Task, record: Record) -> bool:
         """Replay a cache hit: outputs restored, captured output written back; True on a hit."""

@@ -34,7 +34,8 @@ def fatbin_c(words: list[int], *, relocatable: bool = False) -> str:
         "\"fatbinData:\\n\"",
     ]
     for at in range(0, len(words), 4):
-        lines.append('".quad ' + ",".join(f"0x{w:016x}" for w in words[at : at + 4]) + '\\n"')
+        line = words[at : at + 4]  # a last, shorter line is joined by ", "
+        lines.append('".quad ' + ("," if len(line) == 4 else ", ").join(f"0x{w:016x}" for w in line) + '\\n"')
     lines += [
         "\".text\\n\");",
         f"extern \"C\" const unsigned long long fatbinData[{len(words)}];",
@@ -67,8 +68,11 @@ def test_patch_refuses_anything_but_other_data():
     placeholder = hostsplit.placeholder_of(fatbin_c([1, 2, 3]))
     assembly = "a:\n.quad FAST_NVCC_FATBIN_DATA\n.text\n"
     real = fatbin_c([7] * 11)  # other data, other N: fine
-    assert hostsplit.patch(assembly, placeholder, real) == "a:\n.quad " + ",".join(["0x0000000000000007"] * 4) \
-        + "\n.quad " + ",".join(["0x0000000000000007"] * 4) + "\n.quad " + ",".join(["0x0000000000000007"] * 3) + "\n.text\n"
+    seven = "0x0000000000000007"
+    assert hostsplit.patch(assembly, placeholder, real) == (
+        f"a:\n.quad {seven},{seven},{seven},{seven}\n.quad {seven},{seven},{seven},{seven}\n"
+        f".quad {seven}, {seven}, {seven}\n.text\n"
+    )
     assert hostsplit.patch(assembly, placeholder, fatbin_c([1], relocatable=True)) is None  # other text
     assert hostsplit.patch("no marker\n", placeholder, real) is None
     assert hostsplit.patch(assembly + assembly, placeholder, real) is None
@@ -122,12 +126,15 @@ def test_driver_plan_declines_what_it_cannot_mirror(tmp_path):
 # -- whole compiles against nvcc ----------------------------------------------------------------
 
 I = "-Iinclude"
+GENCODE = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
+# Each case, and the compile of another source that teaches fast_nvcc the placeholder first
+# (other data, another N, another last data line).
 SPLIT_CASES = {
-    "c-3arch": ["-c", "kernel.cu", I, "-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"],
-    "dc": ["-dc", "kernel.cu", I, "-arch=sm_80"],
-    "link-executable": ["kernel.cu", "main.cu", I, "-arch=sm_80", "-o", "app"],
-    "host-warnings": ["-c", "warning.cu", "-arch=sm_80", "-Xcompiler", "-Wall,-Wextra"],
-    "MD-O3": ["-c", "kernel.cu", I, "-arch=sm_80", "-MD", "-O3", "-Xcompiler", "-fPIC"],
+    "c-3arch": (["-c", "kernel.cu", I, *GENCODE], ["-c", "warning.cu", *GENCODE]),
+    "dc": (["-dc", "kernel.cu", I, "-arch=sm_80"], ["-dc", "rdc_a.cu", "-arch=sm_86"]),
+    "link-executable": (["kernel.cu", "main.cu", I, "-arch=sm_80", "-o", "app"], ["-c", "warning.cu", "-arch=sm_75"]),
+    "host-warnings": (["-c", "warning.cu", "-arch=sm_80", "-Xcompiler", "-Wall,-Wextra"], ["-c", "kernel.cu", I, "-arch=sm_90"]),
+    "MD-O3": (["-c", "kernel.cu", I, "-arch=sm_80", "-MD", "-O3", "-Xcompiler", "-fPIC"], ["-c", "warning.cu", "-arch=sm_80"]),
 }  # fmt: skip
 
 
@@ -141,18 +148,23 @@ def tools_in(table: Path) -> list[str]:
 @pytest.mark.nvcc
 @pytest.mark.parametrize("case", sorted(SPLIT_CASES))
 def test_split_compile_same_as_nvcc(nvcc, sources, tmp_path, case):
-    args = SPLIT_CASES[case]
+    args, teacher = SPLIT_CASES[case]
     env = {"FAST_NVCC_CACHE_DIR": str(tmp_path / "state")}  # nothing learned yet
-    first = run_tool(fast_nvcc_command(nvcc, args, ["--table", str(tmp_path / "first.csv")]), cwd=sources, tmpdir=tmp_path / "t", env=env)
+    first = run_tool(fast_nvcc_command(nvcc, teacher, ["-v", "--table", str(tmp_path / "first.csv")]), cwd=sources, tmpdir=tmp_path / "t", env=env)
     assert first.returncode == 0, first.stderr
-    if case != "link-executable":  # there the second source's compile may use what the first learned
-        assert "as" not in tools_in(tmp_path / "first.csv")  # the first compile learns the placeholder
+    assert "as" not in tools_in(tmp_path / "first.csv")  # it learns the placeholder
+    assert b"host compile run as printed: nothing learned yet for this fatbinary" in first.stderr
     for name in first.files:
         (sources / name).unlink()
     result = compare(nvcc, args, cwd=sources, env=env, options=["--table", str(tmp_path / "second.csv")])
     assert_same(result)
     tools = tools_in(tmp_path / "second.csv")
-    assert "cc1plus" in tools and "as" in tools
+    if case == "link-executable":
+        # Both sources' compiles split; the -dlink stub's compile (fatbinary -link: another
+        # placeholder) learns its own.
+        assert tools.count("as") == 2 and tools.count("gcc -c") == 1
+    else:
+        assert "cc1plus" in tools and "as" in tools and "gcc -c" not in tools
 
 
 @pytest.mark.nvcc
