@@ -287,16 +287,22 @@ def _cost(known, task: Task, owners: Mapping[int, str]):
 
 
 def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]) -> list[Measurement]:
+    # A split host compile: its front's time is the compile's and its back's the assembler's;
+    # when it fell back, the back did the whole compile and the front's time means nothing.
+    split = {t.front: records[t.id].split for t in dag.tasks if t.action is Action.HOST_BACK}
     found = []
     for task, record in zip(dag.tasks, records):
         # A cache hit's seconds say nothing about what the step costs when it runs.
         ran = record.state is State.DONE and not record.cached and not record.reran
-        if task.action is Action.HOST_BACK and not record.split:
-            continue  # it compiled after all: neither an as nor a whole compile of nvcc's
+        step = task.step
+        tool = step.tool
+        if task.action is Action.HOST_FRONT and not split.get(task.id):
+            continue
+        if task.action is Action.HOST_BACK and record.split:
+            tool = "as"
         if ran and task.action in (Action.EXEC, Action.SHELL, Action.HOST_FRONT, Action.HOST_BACK):
-            step = task.step
             found.append(
-                Measurement(owners.get(step.index, ""), task.tool, step.arch or "", record.seconds, record.max_rss_kb or 0)
+                Measurement(owners.get(step.index, ""), tool, step.arch or "", record.seconds, record.max_rss_kb or 0)
             )
     return found
 

@@ -66,11 +66,6 @@ class Task:
         return self.step.label
 
     @property
-    def tool(self) -> str:
-        """The tool its time is learned under: the back of a split host compile is mostly as."""
-        return "as" if self.action is Action.HOST_BACK else self.step.tool
-
-    @property
     def order(self) -> tuple[int, int]:
         """nvcc's order: the plan index, then ours within it."""
         within = {Action.CHECK_MODULE_ID: 1, Action.HOST_BACK: 2}.get(self.action, 0)

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import heapq
 import os
@@ -434,7 +435,14 @@ class Runner:
         assert task.fatbin is not None and task.front is not None
         real_path, private = task.fatbin
         front = self._fronts.get(task.front)
-        real = read_bytes(private).decode("utf-8", "surrogateescape")
+        try:
+            real = read_bytes(private).decode("utf-8", "surrogateescape")
+        except FileNotFoundError:  # fatbinary made none: nor may the placeholder stay
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(real_path)
+            record.split_note = "fatbinary wrote no .fatbin.c"
+            self._exec(task, list(task.argv), record)
+            return
         os.replace(private, real_path)  # the real file where nvcc has it, for the fallback too
         template = self._template(task)
         if template:
@@ -556,21 +564,22 @@ def kill_trees(pids: Sequence[int]) -> None:
             procs.append(parent)
         except psutil.NoSuchProcess:
             continue
-    _signal_groups(pids, signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.terminate()
-        except psutil.NoSuchProcess:
-            pass
+    _send(pids, procs, signal.SIGTERM)
     deadline = time.monotonic() + KILL_GRACE_SECONDS
     while procs and time.monotonic() < deadline:
         procs = [p for p in procs if _alive(p)]
         if procs:
             time.sleep(0.02)
-    _signal_groups(pids, signal.SIGKILL)
+    _send(pids, procs, signal.SIGKILL)
+
+
+def _send(pgids: Sequence[int], procs, signum: int) -> None:
+    import psutil
+
+    _signal_groups(pgids, signum)
     for proc in procs:
         try:
-            proc.kill()
+            proc.send_signal(signum)
         except psutil.NoSuchProcess:
             pass
 

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from fast_nvcc.driver import Config, _cost, _dag_for, _measurements, _source_of_steps
-from fast_nvcc.history import DEFAULT_SECONDS, Cost, History, Measurement, estimate
+from fast_nvcc.graph import Action
+from fast_nvcc.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, estimate
 from fast_nvcc.plan import Kind
 from fast_nvcc.scheduler import Record, State
 
@@ -54,6 +55,24 @@ def test_measurements_skip_cache_hits_and_failures():
     owners = {s.index: "/k.cu" for s in plan.steps}
     tools = [m.tool for m in _measurements(dag, records, owners)]
     assert "cicc" not in tools and "cudafe++" not in tools and "ptxas" in tools
+
+
+def test_a_split_host_compile_is_learned_as_its_parts():
+    plan = load_plan("compile_1arch")
+    dag = _dag_for(Config(), plan, "/w")
+    front = next(t for t in dag.tasks if t.action is Action.HOST_FRONT)
+    back = next(t for t in dag.tasks if t.action is Action.HOST_BACK)
+    owners = {s.index: "/k.cu" for s in plan.steps}
+    records = [Record(t.id, state=State.DONE, start=0.0, end=1.0) for t in dag.tasks]
+    records[front.id].end, records[back.id].end, records[back.id].split = 4.0, 0.2, True
+    measured = [(m.tool, m.seconds) for m in _measurements(dag, records, owners) if "gcc -c" in m.tool or m.tool == "as"]
+    assert sorted(measured) == [("as", 0.2), ("gcc -c", 4.0)]
+    # Fallen back: the back task did the whole compile; the front only looked for a placeholder.
+    records[front.id].end, records[back.id].end, records[back.id].split = 0.01, 5.0, False
+    measured = [(m.tool, m.seconds) for m in _measurements(dag, records, owners) if "gcc -c" in m.tool or m.tool == "as"]
+    assert measured == [("gcc -c", 5.0)]
+    assert _cost({}, back, owners) == ASSEMBLE
+    assert _cost({}, front, owners).seconds == DEFAULT_SECONDS[Kind.HOST_COMPILE]
 
 
 def test_costs_come_from_history():

@@ -149,6 +149,19 @@ def test_steps_do_not_read_our_stdin(tmp_path):
     assert result.returncode == 0 and out == b"done\n"
 
 
+def test_a_split_host_compile_without_its_fatbin_compiles_as_printed(tmp_path):
+    # The back task finds no .fatbin.c from fatbinary: the placeholder must not stay where the
+    # compile would include it, and the compile runs as printed.
+    real, private = tmp_path / "x.fatbin.c", tmp_path / "private.fatbin.c"
+    real.write_text("placeholder")
+    compile_ = sh_task(1, f"test -e {real} && echo placeholder-seen || echo compiled")
+    front = Task(0, compile_.step, Action.HOST_FRONT, argv=compile_.argv, fatbin=(str(real), str(private)))
+    back = Task(1, compile_.step, Action.HOST_BACK, argv=compile_.argv, fatbin=(str(real), str(private)), front=0)
+    result, out, _ = run([front, back], [set(), {0}], tmp_path=tmp_path)
+    assert result.returncode == 0 and out == b"compiled\n"
+    assert result.records[1].split_note == "fatbinary wrote no .fatbin.c" and not result.records[1].split
+
+
 def test_a_missing_tool_fails_like_sh(tmp_path):
     step = Step(index=0, text="nope", kind=Kind.OTHER, tool="nope", argv=("/no/such/tool",))
     result, _, err = run([Task(0, step, Action.EXEC, argv=step.argv)], tmp_path=tmp_path)
