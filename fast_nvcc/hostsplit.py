@@ -36,8 +36,8 @@ from .shellwords import split_words
 
 MARKER = '".quad FAST_NVCC_FATBIN_DATA\\n"'
 _MARKER_ASM = ".quad FAST_NVCC_FATBIN_DATA"
-# Four values a line, joined by ","; a last, shorter line joins them by ", ".
-_DATA_LINE = re.compile(r'"(\.quad (?:0x[0-9a-f]{16}, ?)*0x[0-9a-f]{16})\\n"')
+# The data lines: four values a line, joined by ","; a last, shorter line joins them by ", ".
+_DATA_BLOCK = re.compile(r'^(?:"\.quad (?:0x[0-9a-f]{16}, ?)*0x[0-9a-f]{16}\\n"\n)+', re.M)
 _SIZE = re.compile(r"fatbinData\[\d+\]")
 _ASSIGNMENT = re.compile(r"([A-Z_][A-Z0-9_]*)=(.*)")
 
@@ -81,29 +81,36 @@ def template_path(directory: str, fatbinary_argv: Sequence[str], *, path: str | 
     return os.path.join(directory, "fatbin-templates", f"{digest}.c")
 
 
-def placeholder_of(real: str) -> str | None:
-    """The real ``.fatbin.c`` with its data lines replaced by the marker; None when its data
-    lines are not one block of ``.quad`` lines."""
-    lines = real.split("\n")
-    data = [i for i, line in enumerate(lines) if _DATA_LINE.fullmatch(line)]
-    if not data or data != list(range(data[0], data[-1] + 1)):
-        return None
-    if any(_MARKER_ASM in line for line in lines):
-        return None
-    return "\n".join(lines[: data[0]] + [MARKER] + lines[data[-1] + 1 :])
+@dataclass(frozen=True, slots=True)
+class FatbinC:
+    """A real ``.fatbin.c``, read once: the text around its data lines, and the data."""
+
+    placeholder: str  # the text with the data lines replaced by the marker
+    data: str  # the data lines as gcc writes them into its assembly (``.quad ...`` lines)
 
 
-def learn(template: str, real: str) -> bool:
+def parse(real: str) -> FatbinC | None:
+    """None when the data lines are not one block of ``.quad`` lines, or the text already has
+    the marker."""
+    block = _DATA_BLOCK.search(real)
+    if block is None:
+        return None
+    before, after = real[: block.start()], real[block.end() :]
+    if '".quad ' in before or '".quad ' in after or _MARKER_ASM in real:
+        return None
+    # '".quad A\\n"\n".quad B\\n"\n' -> '.quad A\n.quad B'
+    data = block.group(0)[1:-4].replace('\\n"\n"', "\n")
+    return FatbinC(before + MARKER + "\n" + after, data)
+
+
+def learn(template: str, fatbin: FatbinC) -> bool:
     """Keep the placeholder for later compiles; True when it was new or changed."""
-    placeholder = placeholder_of(real)
-    if placeholder is None:
-        return False
     known = read_template(template)
-    if known is not None and _SIZE.sub("fatbinData[]", known) == _SIZE.sub("fatbinData[]", placeholder):
+    if known is not None and _same_but_size(known, fatbin.placeholder):
         return False
     try:
         os.makedirs(os.path.dirname(template), exist_ok=True)
-        write_atomically(template, placeholder.encode("utf-8", "surrogateescape"))
+        write_atomically(template, fatbin.placeholder.encode("utf-8", "surrogateescape"))
     except OSError:
         return False
     return True
@@ -170,16 +177,17 @@ def driver_plan(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, assemb
     return DriverPlan(cc1, assembler, {**env, **cc1_env})
 
 
-def patch(assembly: str, placeholder: str, real: str) -> str | None:
-    """The assembly cc1plus would have written for ``real``, from the one it wrote for
+def patch(assembly: str, placeholder: str, fatbin: FatbinC) -> str | None:
+    """The assembly cc1plus would have written for the real file, from the one it wrote for
     ``placeholder``; None unless the two files differ only in their data lines and N."""
-    expected = placeholder_of(real)
-    if expected is None or _SIZE.sub("fatbinData[]", expected) != _SIZE.sub("fatbinData[]", placeholder):
+    if not _same_but_size(fatbin.placeholder, placeholder) or assembly.count(_MARKER_ASM) != 1:
         return None
-    lines = assembly.split("\n")
-    where = [i for i, line in enumerate(lines) if line == _MARKER_ASM]
-    if len(where) != 1 or sum(_MARKER_ASM in line for line in lines) != 1:
-        return None
-    data = [m.group(1) for m in map(_DATA_LINE.fullmatch, real.split("\n")) if m]
-    return "\n".join(lines[: where[0]] + data + lines[where[0] + 1 :])
+    at = assembly.index(_MARKER_ASM)
+    end = at + len(_MARKER_ASM)
+    if (at and assembly[at - 1] != "\n") or assembly[end : end + 1] not in ("", "\n"):
+        return None  # the marker must be a line of its own
+    return assembly[:at] + fatbin.data + assembly[end:]
 
+
+def _same_but_size(a: str, b: str) -> bool:
+    return _SIZE.sub("fatbinData[]", a) == _SIZE.sub("fatbinData[]", b)

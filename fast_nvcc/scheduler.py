@@ -444,11 +444,14 @@ class Runner:
             self._exec(task, list(task.argv), record)
             return
         os.replace(private, real_path)  # the real file where nvcc has it, for the fallback too
+        fatbin = hostsplit.parse(real)
         template = self._template(task)
-        if template:
-            hostsplit.learn(template, real)
+        if template and fatbin is not None:
+            hostsplit.learn(template, fatbin)
         if isinstance(front, _Front):
-            assembly = hostsplit.patch(read_bytes(front.assembly).decode("utf-8", "surrogateescape"), front.placeholder, real)
+            assembly = None
+            if fatbin is not None:
+                assembly = hostsplit.patch(read_bytes(front.assembly).decode("utf-8", "surrogateescape"), front.placeholder, fatbin)
             if assembly is None:
                 front = "its .fatbin.c does not match the learned placeholder (learned anew)"
             else:

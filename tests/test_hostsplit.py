@@ -54,28 +54,35 @@ int use_after(int x) { return after(x); }
 """
 
 
+def placeholder_of(real: str) -> str:
+    fatbin = hostsplit.parse(real)
+    assert fatbin is not None
+    return fatbin.placeholder
+
+
 def test_placeholder_keeps_all_but_the_data():
     real = fatbin_c(list(range(1, 10)))
-    placeholder = hostsplit.placeholder_of(real)
+    placeholder = placeholder_of(real)
     assert placeholder is not None and placeholder.count(hostsplit.MARKER) == 1
     assert ".quad 0x" not in placeholder and "fatbinData[9]" in placeholder
-    assert hostsplit.placeholder_of("no data at all") is None
+    assert hostsplit.parse("no data at all") is None
     split = real.replace('\\n"\n".quad 0x0000000000000005', '\\n"\n/* gap */\n".quad 0x0000000000000005')
-    assert hostsplit.placeholder_of(split) is None  # data lines must be one block
+    assert hostsplit.parse(split) is None  # data lines must be one block
 
 
 def test_patch_refuses_anything_but_other_data():
-    placeholder = hostsplit.placeholder_of(fatbin_c([1, 2, 3]))
+    placeholder = placeholder_of(fatbin_c([1, 2, 3]))
     assembly = "a:\n.quad FAST_NVCC_FATBIN_DATA\n.text\n"
-    real = fatbin_c([7] * 11)  # other data, other N: fine
+    real = hostsplit.parse(fatbin_c([7] * 11))  # other data, other N: fine
     seven = "0x0000000000000007"
     assert hostsplit.patch(assembly, placeholder, real) == (
         f"a:\n.quad {seven},{seven},{seven},{seven}\n.quad {seven},{seven},{seven},{seven}\n"
         f".quad {seven}, {seven}, {seven}\n.text\n"
     )
-    assert hostsplit.patch(assembly, placeholder, fatbin_c([1], relocatable=True)) is None  # other text
+    assert hostsplit.patch(assembly, placeholder, hostsplit.parse(fatbin_c([1], relocatable=True))) is None  # other text
     assert hostsplit.patch("no marker\n", placeholder, real) is None
     assert hostsplit.patch(assembly + assembly, placeholder, real) is None
+    assert hostsplit.patch("a: .quad FAST_NVCC_FATBIN_DATA\n", placeholder, real) is None  # not a line of its own
 
 
 def test_learned_template_is_keyed_by_the_fatbinary_and_its_options(tmp_path):
@@ -86,8 +93,8 @@ def test_learned_template_is_keyed_by_the_fatbinary_and_its_options(tmp_path):
     assert a == b != c
     assert hostsplit.template_path(str(tmp_path), ["no-such-fatbinary"], path="/nonexistent") is None
     real = fatbin_c([1, 2])
-    assert hostsplit.learn(a, real) and not hostsplit.learn(a, fatbin_c([3, 4, 5]))  # same text
-    assert hostsplit.read_template(a) == hostsplit.placeholder_of(real)
+    assert hostsplit.learn(a, hostsplit.parse(real)) and not hostsplit.learn(a, hostsplit.parse(fatbin_c([3, 4, 5])))  # same text
+    assert hostsplit.read_template(a) == placeholder_of(real)
 
 
 @pytest.mark.skipif(GCC is None, reason="needs gcc")
@@ -101,12 +108,12 @@ def test_patched_assembly_gives_gcc_s_own_object(tmp_path, flags):
     expected = (tmp_path / "x.o").read_bytes()
     (tmp_path / "x.o").unlink()
 
-    placeholder = hostsplit.placeholder_of(fatbin_c([1]))  # learned from another compile
+    placeholder = placeholder_of(fatbin_c([1]))  # learned from another compile
     (tmp_path / "x.fatbin.c").write_text(placeholder)
     plan = hostsplit.driver_plan(argv, env=os.environ, cwd=str(tmp_path), assembly=str(tmp_path / "x.s"))
     assert plan is not None and os.path.basename(plan.cc1[0]) == "cc1plus"
     subprocess.run(plan.cc1, cwd=tmp_path, env=plan.env, check=True)
-    assembly = hostsplit.patch((tmp_path / "x.s").read_text(), placeholder, real)
+    assembly = hostsplit.patch((tmp_path / "x.s").read_text(), placeholder, hostsplit.parse(real))
     assert assembly is not None
     (tmp_path / "x.s").write_text(assembly)
     subprocess.run(plan.assembler, cwd=tmp_path, env=plan.env, check=True)
