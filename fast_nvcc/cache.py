@@ -419,3 +419,32 @@ def _human(size: int) -> str:
             return f"{size:.1f} {unit}" if unit != "B" else f"{size} B"
         size /= 1024
     return f"{size:.1f} GiB"
+
+
+# -- the cached command, as the scheduler runs it ---------------------------------------------
+
+
+def exec_handler(cache: StepCache, keys: KeyMaker, *, combined_output: bool):
+    """A handler for plain commands that serves cacheable steps from ``cache`` and stores what
+    they make; anything else runs as usual."""
+    from .scheduler import Handler, State, TaskRun
+
+    def run_cached(run: TaskRun) -> None:
+        task, record = run.task, run.record
+        prepared = keys.prepare(task, combined_output=combined_output)
+        if prepared is None:
+            run.exec(task.argv)
+            return
+        captures = cache.fetch(prepared)
+        if captures is not None:  # a hit: the outputs are restored; replay what it printed
+            record.cached = True
+            for fd, data in captures:
+                run.capture(fd, data)
+            run.finish(0)
+            return
+        record.cached = False
+        run.exec(task.argv)
+        if record.state is State.DONE:
+            cache.store(prepared, [(fd, read_bytes(path)) for fd, path in record.captures])
+
+    return Handler(run_cached)

@@ -23,7 +23,7 @@ from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
 from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun
-from .scheduler import CacheHook, Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
+from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
 from .slots import MemoryGate, slots_from_environment
 from .toolchain import find_nvcc
 
@@ -172,7 +172,7 @@ def _run_plan(
         costs = [_cost(known, task, owners) for task in dag.tasks]
         slots = slots_from_environment(os.environ, pool_size=usable_cpus())
         combine = _same_output()
-        cache_hook = _open_cache_hook(config, nvcc, plan, cwd, workdir, combine)
+        handlers, cache = _handlers(config, nvcc, plan, cwd, workdir, combine)
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
         observer = _Observer(plan, config.save_dir) if config.wants_report or config.save_dir else None
         runner = Runner(
@@ -183,20 +183,20 @@ def _run_plan(
             jobs=jobs,
             priorities=priorities(dag, [c.seconds for c in costs]),
             internal=_PlanInternal(effective, cwd=cwd),
+            handlers=handlers,
             messages=plan.messages,
             combine_output=combine,
             on_event=observer.on_event if observer else None,
             slots=slots,
             memory=MemoryGate(lambda task: costs[task.id].rss_kb * 1024),
-            cache=cache_hook,
             state_dir=cache_directory(os.environ),
         )
         try:
             result = runner.run()
         finally:
             slots.close()
-            if cache_hook is not None:
-                cache_hook.close()
+            if cache is not None:
+                cache[0].close()
         _remove_partial_outputs(dag, result.records, cwd=cwd)
         if history is not None:
             history.record(_measurements(dag, result.records, owners))
@@ -225,37 +225,25 @@ def _run_plan(
                 signal.signal(sig, handler)
 
 
-class _CacheHook(CacheHook):
-    def __init__(self, cache, keys, combined: bool) -> None:
-        self.cache = cache
-        self.keys = keys
-        self.combined = combined
-        self.prepared: dict[int, object] = {}
+def _handlers(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, combined: bool):
+    """Handlers this invocation adds to the scheduler's own (graph.HANDLED_BY): the cache's."""
+    handlers = {}
+    cache = _open_cache(config, nvcc, plan, cwd, workdir, combined)
+    if cache is not None:
+        from .cache import exec_handler
 
-    def fetch(self, task: Task):
-        prepared = self.keys.prepare(task, combined_output=self.combined)
-        if prepared is None:
-            return False, None
-        self.prepared[task.id] = prepared
-        return True, self.cache.fetch(prepared)
-
-    def store(self, task: Task, captures) -> None:
-        prepared = self.prepared.get(task.id)
-        if prepared is not None:
-            self.cache.store(prepared, captures)
-
-    def close(self) -> None:
-        self.cache.close()
+        handlers[Action.EXEC] = exec_handler(*cache, combined_output=combined)
+    return handlers, cache
 
 
-def _open_cache_hook(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, combined: bool):
+def _open_cache(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, combined: bool):
     from .cache import KeyMaker, cache_enabled, open_cache
 
     if not cache_enabled(os.environ, config.cache):
         return None
     keys = KeyMaker(nvcc=nvcc, plan_env=plan.env, assignments=plan.assignments, caller_env=os.environ,
                     cwd=cwd, workdir=workdir, paths_by_key=plan.paths_by_key())  # fmt: skip
-    return _CacheHook(open_cache(os.environ), keys, combined)
+    return open_cache(os.environ), keys
 
 
 def _source_of_steps(plan: Plan, sources: Sequence[str]) -> dict[int, str]:

@@ -35,6 +35,15 @@ class Action(enum.Enum):
     HOST_BACK = "host-back"  # ours: its as, once the real .fatbin.c is there (or the compile)
 
 
+# The module that runs each of our own kinds of task (its ``HANDLERS``); the scheduler runs
+# the rest itself and looks these up only for a graph that has them.
+HANDLED_BY: dict[Action, str] = {
+    Action.CHECK_MODULE_ID: "fast_nvcc.module_id",
+    Action.HOST_FRONT: "fast_nvcc.hostsplit",
+    Action.HOST_BACK: "fast_nvcc.hostsplit",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Task:
     id: int

@@ -23,15 +23,19 @@ changes between CUDA versions) and kept in the cache directory.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .files import write_atomically
+from .files import read_bytes, write_atomically
+from .graph import Action
+from .scheduler import Handler, TaskRun
 from .shellwords import split_words
 
 MARKER = '".quad FAST_NVCC_FATBIN_DATA\\n"'
@@ -191,3 +195,101 @@ def patch(assembly: str, placeholder: str, fatbin: FatbinC) -> str | None:
 
 def _same_but_size(a: str, b: str) -> bool:
     return _SIZE.sub("fatbinData[]", a) == _SIZE.sub("fatbinData[]", b)
+
+
+# -- the two tasks, as the scheduler runs them ------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Front:
+    """What a front task leaves its back task."""
+
+    placeholder: str
+    assembly: str
+    driver: DriverPlan
+    captures: list[tuple[int, str]]
+
+
+def run_front(run: TaskRun) -> None:
+    """cc1plus on a placeholder .fatbin.c; its output is kept for the back task, which alone
+    knows whether the split holds."""
+    task = run.task
+    assert task.fatbin is not None
+    run.shared[task.id] = "nothing learned yet for this fatbinary"
+    template = _template(run)
+    placeholder = read_template(template) if template else None
+    if placeholder is None:
+        run.finish(0)
+        return
+    write_atomically(task.fatbin[0], placeholder.encode("utf-8", "surrogateescape"))
+    assembly = os.path.join(run.workdir, f"host.{task.step.index}.s")
+    driver = driver_plan(task.argv, env=run.env, cwd=run.cwd, assembly=assembly)
+    if driver is None:
+        run.shared[task.id] = "its -### is not cc1plus then as"
+        run.finish(0)
+        return
+    spawned = run.spawn(driver.cc1, tag="cc1", env=driver.env)
+    if spawned is None:
+        run.finish(-signal.SIGTERM)
+        return
+    run.account(spawned)
+    if spawned.returncode == 0:
+        run.shared[task.id] = _Front(placeholder, assembly, driver, spawned.captures)
+    else:
+        run.shared[task.id] = f"cc1plus failed (exit {spawned.returncode})"
+    run.finish(0)
+
+
+def run_back(run: TaskRun) -> None:
+    """as on the assembly with the real data, or the host compile as nvcc printed it."""
+    task, record = run.task, run.record
+    assert task.fatbin is not None and task.front is not None
+    real_path, private = task.fatbin
+    front = run.shared.get(task.front)
+    try:
+        real = read_bytes(private).decode("utf-8", "surrogateescape")
+    except FileNotFoundError:  # fatbinary made none: nor may the placeholder stay
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(real_path)
+        record.split_note = "fatbinary wrote no .fatbin.c"
+        run.exec(task.argv)
+        return
+    os.replace(private, real_path)  # the real file where nvcc has it, for the fallback too
+    fatbin = parse(real)
+    template = _template(run)
+    if template and fatbin is not None:
+        learn(template, fatbin)
+    if isinstance(front, _Front):
+        assembly = None
+        if fatbin is not None:
+            text = read_bytes(front.assembly).decode("utf-8", "surrogateescape")
+            assembly = patch(text, front.placeholder, fatbin)
+        if assembly is None:
+            front = "its .fatbin.c does not match the learned placeholder (learned anew)"
+        else:
+            write_atomically(front.assembly, assembly.encode("utf-8", "surrogateescape"))
+            spawned = run.spawn(front.driver.assembler, tag="as", env=front.driver.env)
+            if spawned is None:
+                run.finish(-signal.SIGTERM)
+                return
+            if spawned.returncode == 0:
+                run.account(spawned)
+                record.split = True
+                record.captures.extend(front.captures + spawned.captures)
+                run.finish(0)
+                return
+            front = f"as failed (exit {spawned.returncode})"
+    record.split_note = front or "its front did not run"
+    run.exec(task.argv)
+
+
+def _template(run: TaskRun) -> str | None:
+    if not run.state_dir:
+        return None
+    return template_path(run.state_dir, run.task.fatbinary, path=run.env.get("PATH"))
+
+
+HANDLERS: Mapping[Action, Handler] = {
+    Action.HOST_FRONT: Handler(run_front),
+    Action.HOST_BACK: Handler(run_back),
+}

@@ -48,6 +48,7 @@ class StepReport:
     state: str
     critical: bool
     slot: int | None
+    waited: float  # seconds from ready to start: waiting for a slot (or for -j)
     bytes_read: int
     bytes_written: int
     reran: bool
@@ -80,6 +81,22 @@ class RunReport:
                 hits, misses = counts.get(step.tool, (0, 0))
                 counts[step.tool] = (hits + step.cached, misses + (not step.cached))
         return counts
+
+    @property
+    def slot_steps(self) -> list[StepReport]:
+        return [s for s in self.steps if s.slot is not None and s.start is not None]
+
+    @property
+    def first_step_wait_seconds(self) -> float:
+        """How long the compile waited before its first command started (steps count from
+        the moment the plan was ready to run)."""
+        started = [s.start for s in self.slot_steps]
+        return min(started) if started else 0.0
+
+    @property
+    def slot_wait_seconds(self) -> float:
+        """Ready commands' seconds spent waiting to start, summed."""
+        return sum(s.waited for s in self.slot_steps)
 
     @property
     def parallelism(self) -> float:
@@ -120,6 +137,7 @@ def build_report(
                 state=record.state.value,
                 critical=task.id in critical and record.state is not State.SKIPPED,
                 slot=record.slot,
+                waited=record.waited,
                 bytes_read=read,
                 bytes_written=written,
                 reran=record.reran,
@@ -209,7 +227,7 @@ def write_graph(report: RunReport, path: str, *, title: str = "") -> None:
 
 TABLE_COLUMNS = (
     "index", "task", "tool", "arch", "state", "start", "end", "seconds", "cpu_seconds",
-    "max_rss_kb", "exit_code", "critical", "bytes_read", "bytes_written", "slot", "cache", "command",
+    "max_rss_kb", "exit_code", "critical", "bytes_read", "bytes_written", "slot", "wait_seconds", "cache", "command",
 )  # fmt: skip
 
 
@@ -233,6 +251,7 @@ def write_table(report: RunReport, path: str) -> None:
                 "bytes_read": step.bytes_read,
                 "bytes_written": step.bytes_written,
                 "slot": "" if step.slot is None else step.slot,
+                "wait_seconds": f"{step.waited:.6f}" if step.start is not None else "",
                 "cache": {None: "", True: "hit", False: "miss"}[step.cached],
                 "command": shlex.join(step.command),
             }
@@ -264,7 +283,9 @@ class TraceEvent(TypedDict, total=False):
 def trace_events(report: RunReport, *, pid: int = 1, offset_us: float = 0.0, name: str = "fast_nvcc") -> list[TraceEvent]:
     """Chrome Trace Event Format: one lane (tid) per job slot, in-process steps on lane 0."""
     events: list[TraceEvent] = [
-        {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}},
+        {"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+         "args": {"name": name, "first_step_wait_seconds": round(report.first_step_wait_seconds, 6),
+                  "slot_wait_seconds": round(report.slot_wait_seconds, 6)}},
         {"name": "thread_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "fast_nvcc (in-process)"}},
     ]
     lanes = sorted({s.slot for s in report.steps if s.slot is not None})
@@ -289,6 +310,7 @@ def trace_events(report: RunReport, *, pid: int = 1, offset_us: float = 0.0, nam
                     "critical": step.critical,
                     "cpu_seconds": step.cpu_seconds,
                     "max_rss_kb": step.max_rss_kb,
+                    "waited_seconds": round(step.waited, 6),
                     "command": shlex.join(step.command),
                 },
             }
@@ -315,6 +337,12 @@ def format_summary(report: RunReport, *, what: str = "") -> str:
         f" | parallelism {report.parallelism:.1f} of {report.jobs} jobs",
         "  longest: " + "; ".join(f"{s.label} {s.seconds:.2f} s" for s in longest),
     ]
+    if report.slot_steps:
+        lines.append(
+            f"  waited for slots: {report.first_step_wait_seconds:.2f} s before the first step,"
+            f" {report.slot_wait_seconds:.2f} s in all ({sum(s.waited > 0.05 for s in report.slot_steps)}"
+            f" of {len(report.slot_steps)} commands waited)"
+        )
     counts = report.cache_counts()
     if counts:
         hits = sum(h for h, _ in counts.values())
@@ -380,6 +408,8 @@ def log_record(
         record["jobs"] = report.jobs
         record["run_start"] = report.started_at
         record["critical_path_seconds"] = round(report.critical_path_seconds, 6)
+        record["first_step_wait_seconds"] = round(report.first_step_wait_seconds, 6)
+        record["slot_wait_seconds"] = round(report.slot_wait_seconds, 6)
         counts = report.cache_counts()
         if counts:
             record["cache"] = {
@@ -401,6 +431,7 @@ def log_record(
                 "exit_code": s.exit_code,
                 "state": s.state,
                 "critical": s.critical,
+                "wait": _round(s.waited if s.start is not None else None),
                 "command": s.action in ("exec", "shell"),
                 "cached": s.cached,
             }

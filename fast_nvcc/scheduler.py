@@ -1,21 +1,30 @@
-"""Runs a :class:`~fast_nvcc.graph.Dag`: every subprocess of fast_nvcc starts here.
+"""Runs a :class:`~fast_nvcc.graph.Dag` under a bound: every subprocess of fast_nvcc starts here.
 
-* At most ``jobs`` commands run at once (in-process steps take no slot); among the ready ones
-  the one with the longest remaining path starts first.
-* Each step's stdout and stderr go to files and are forwarded in nvcc's order, step after step,
-  as soon as every earlier step has been forwarded; so warnings and errors read exactly as nvcc
-  prints them, only a little later.
-* On a failure, nvcc would have stopped there: steps after it in nvcc's order are not started,
-  and the running ones are killed (their partial outputs removed).  Steps before it still run
-  to the end, because nvcc would have run them and their diagnostics come first; if one of
-  them fails too, it is the failure nvcc would have reported.
+The scheduler knows how to run a graph of tasks, not what the tasks are for:
+
+* At most ``jobs`` commands run at once, and each one beyond the first holds a shared slot
+  (make's jobserver or the machine-wide pool, :mod:`fast_nvcc.slots`, which also decides
+  which compile of the build gets a free core); in-process steps take no slot.  Among the
+  ready tasks the one with the longest remaining path starts first.
+* What a task *does* comes from a :class:`Handler`, chosen by the task's action.  Plain
+  commands, nvcc's ``sh -c`` lines and nvcc's in-process steps are here; each feature brings
+  its own kind of task from its own module: the split host compile (:mod:`.hostsplit`), the
+  module_id check (:mod:`.module_id`), the per-step cache (:mod:`.cache`).  A handler gets a
+  :class:`TaskRun`: spawn a command, finish, fail, capture output.
+* Each task's stdout and stderr go to files and are forwarded in nvcc's order, task after
+  task, as soon as every earlier one has been forwarded; so warnings and errors read exactly
+  as nvcc prints them, only a little later.
+* On a failure, nvcc would have stopped there: tasks after it in nvcc's order are not started,
+  and the running ones are killed (their partial outputs removed by the driver).  Tasks before
+  it still run to the end, because nvcc would have run them and their diagnostics come first;
+  if one of them fails too, it is the failure nvcc would have reported.
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import heapq
+import importlib
 import os
 import queue
 import signal
@@ -24,11 +33,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from . import hostsplit
-from .files import read_bytes, write_atomically
-from .graph import Action, Dag, Task
+from .graph import HANDLED_BY, Action, Dag, Task
 from .plan import Step
 from .slots import MemoryGate, Slots
 
@@ -50,6 +57,7 @@ class Record:
     state: State = State.SKIPPED
     start: float | None = None  # seconds since the run started
     end: float | None = None
+    ready: float | None = None  # when its inputs were all there; start - ready is its wait
     returncode: int | None = None
     cpu_seconds: float | None = None
     max_rss_kb: int | None = None
@@ -67,6 +75,13 @@ class Record:
             return 0.0
         return self.end - self.start
 
+    @property
+    def waited(self) -> float:
+        """Seconds between being ready and starting: waiting for a slot (or for -j)."""
+        if self.start is None or self.ready is None:
+            return 0.0
+        return max(0.0, self.start - self.ready)
+
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
@@ -78,7 +93,7 @@ class RunResult:
 
 
 class Internal:
-    """The in-process steps: nvcc's dependency filter and rm, given by the driver."""
+    """nvcc's in-process steps (its dependency filter and rm), given by the driver."""
 
     def depfile(self, step: Step) -> bytes | None:  # pragma: no cover - interface
         """Write the dependency file of ``step``; return text meant for stdout, if any."""
@@ -89,7 +104,7 @@ class Internal:
 
 
 class StepFailed(Exception):
-    """An in-process step failed the way nvcc would report it."""
+    """A task failed the way nvcc would report it."""
 
     def __init__(self, message: str, returncode: int = 1) -> None:
         super().__init__(message)
@@ -97,36 +112,133 @@ class StepFailed(Exception):
         self.returncode = returncode
 
 
-class CacheHook:
-    """The per-step cache, as the scheduler sees it (given by the driver with --cache)."""
-
-    def fetch(self, task: Task) -> tuple[bool, list[tuple[int, bytes]] | None]:  # pragma: no cover
-        """(cacheable, captures of a hit or None); a hit has restored the outputs."""
-        raise NotImplementedError
-
-    def store(self, task: Task, captures: list[tuple[int, bytes]]) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-
-@dataclass(slots=True)
-class _Front:
-    """What a split host compile's front task leaves its back task."""
-
-    placeholder: str
-    assembly: str
-    driver: hostsplit.DriverPlan
-    captures: list[tuple[int, str]]
-
-
-def _use(record: Record, usage) -> None:
-    record.cpu_seconds = (record.cpu_seconds or 0.0) + usage.ru_utime + usage.ru_stime
-    record.max_rss_kb = max(record.max_rss_kb or 0, usage.ru_maxrss)
-
-
 class Interrupted(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by signal {signum}")
         self.signum = signum
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    """What one kind of task does, and whether it runs commands (then it takes a slot)."""
+
+    run: Callable[[TaskRun], None]
+    takes_slot: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Spawned:
+    returncode: int
+    captures: list[tuple[int, str]]
+    usage: Any  # the child's resource usage, from wait4
+
+
+class TaskRun:
+    """What a handler may do while its task runs (on the task's own thread)."""
+
+    def __init__(self, runner: Runner, task: Task) -> None:
+        self.runner = runner
+        self.task = task
+        self.record = runner.records[task.id]
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return self.runner.env
+
+    @property
+    def cwd(self) -> str:
+        return self.runner.cwd
+
+    @property
+    def workdir(self) -> str:
+        return self.runner.workdir
+
+    @property
+    def state_dir(self) -> str | None:
+        return self.runner.state_dir
+
+    @property
+    def shared(self) -> dict[Any, Any]:
+        """State one task leaves another of the same run (a host compile's front for its back)."""
+        return self.runner.shared
+
+    def spawn(self, argv: Sequence[str], *, tag: str = "", env: Mapping[str, str] | None = None) -> Spawned | None:
+        """Run one command, its output captured to files; None when the task was killed first."""
+        return self.runner._spawn(self.task, list(argv), tag=tag, env=env)
+
+    def exec(self, argv: Sequence[str]) -> None:
+        """Run one command as the whole task: its exit code is the task's."""
+        spawned = self.spawn(argv)
+        if spawned is None:
+            self.finish(-signal.SIGTERM)
+            return
+        self.account(spawned)
+        self.record.captures.extend(spawned.captures)
+        self.finish(spawned.returncode)
+
+    def account(self, spawned: Spawned) -> None:
+        """Add a command's CPU time and peak memory to the task's."""
+        usage = spawned.usage
+        self.record.cpu_seconds = (self.record.cpu_seconds or 0.0) + usage.ru_utime + usage.ru_stime
+        self.record.max_rss_kb = max(self.record.max_rss_kb or 0, usage.ru_maxrss)
+
+    def capture(self, fd: int, data: bytes) -> None:
+        """Output the task prints without a command (a cache hit's replay, a message)."""
+        path = self.runner._capture_path(self.task, fd)
+        with open(path, "ab") as handle:
+            handle.write(data)
+        if (fd, path) not in self.record.captures:
+            self.record.captures.append((fd, path))
+
+    def fail(self, message: str, returncode: int) -> None:
+        self.capture(2, message.encode("utf-8", "surrogateescape"))
+        self.finish(returncode)
+
+    def finish(self, returncode: int) -> None:
+        self.record.end = self.runner._now()
+        self.record.returncode = returncode
+        self.record.state = State.DONE if returncode == 0 else State.FAILED
+
+
+def run_command(run: TaskRun) -> None:
+    run.exec(run.task.argv)
+
+
+def run_shell(run: TaskRun) -> None:
+    """A plan line through ``sh -c``, as nvcc runs it (the faithful mode).  Under nvcc -t the
+    line redirects its output to temp files that nvcc prints afterwards: forward those too."""
+    run.exec(["/bin/sh", "-c", run.task.step.text])
+    for redirect in run.task.step.redirects:
+        if _is_nvcc_capture(redirect.target) and os.path.exists(redirect.target):
+            run.record.captures.append((redirect.fd, redirect.target))
+
+
+def internal_handlers(internal: Internal) -> dict[Action, Handler]:
+    def depfile(run: TaskRun) -> None:
+        text = internal.depfile(run.task.step)
+        if text:
+            run.capture(1, text)
+        run.finish(0)
+
+    def remove(run: TaskRun) -> None:
+        internal.remove(run.task.step)
+        run.finish(0)
+
+    return {Action.DEPFILE: Handler(depfile, takes_slot=False), Action.REMOVE: Handler(remove, takes_slot=False)}
+
+
+def feature_handlers(dag: Dag) -> dict[Action, Handler]:
+    """The handlers of the features whose kinds of task ``dag`` has (graph.HANDLED_BY)."""
+    found: dict[Action, Handler] = {}
+    for module in sorted({HANDLED_BY[t.action] for t in dag.tasks if t.action in HANDLED_BY}):
+        found.update(importlib.import_module(module).HANDLERS)
+    return found
+
+
+BASIC_HANDLERS: Mapping[Action, Handler] = {
+    Action.EXEC: Handler(run_command),
+    Action.SHELL: Handler(run_shell),
+}
 
 
 @dataclass(slots=True)
@@ -147,6 +259,7 @@ class Runner:
         jobs: int,
         priorities: Sequence[float],
         internal: Internal,
+        handlers: Mapping[Action, Handler] | None = None,
         messages: Sequence[tuple[int, str]] = (),
         combine_output: bool = False,
         stdout: BinaryIO | None = None,
@@ -154,7 +267,6 @@ class Runner:
         on_event: Callable[[str, Task, Record], None] | None = None,
         slots: Slots | None = None,
         memory: MemoryGate | None = None,
-        cache: CacheHook | None = None,
         state_dir: str | None = None,
     ) -> None:
         self.dag = dag
@@ -163,7 +275,7 @@ class Runner:
         self.workdir = workdir
         self.jobs = max(1, jobs)
         self.priorities = priorities
-        self.internal = internal
+        self.handlers = {**feature_handlers(dag), **BASIC_HANDLERS, **internal_handlers(internal), **(handlers or {})}
         self.messages = messages
         self.combine_output = combine_output
         self.stdout = stdout
@@ -171,10 +283,9 @@ class Runner:
         self.on_event = on_event
         self.slots = slots or Slots()
         self.memory = memory
-        self.cache = cache
-        self.state_dir = state_dir  # where split host compiles learn their placeholders
-        self._fronts: dict[int, _Front | str] = {}  # a front's work, or why there is none
-        self._commands = 0  # commands (slot-taking tasks) running now
+        self.state_dir = state_dir  # where features keep what they learn (hostsplit's placeholders)
+        self.shared: dict[Any, Any] = {}
+        self._commands = 0  # slot-taking tasks running now
         self.records = [Record(task.id) for task in dag.tasks]
         self._events: queue.Queue[tuple[int, BaseException | None]] = queue.Queue()
         self._running: dict[int, _Running] = {}
@@ -194,31 +305,33 @@ class Runner:
         ready: list[tuple[float, tuple[int, int], int]] = []
         for task in tasks:
             if not waiting[task.id]:
-                heapq.heappush(ready, self._rank(task))
+                self._make_ready(ready, task)
         self._free_slots = list(range(self.jobs - 1, -1, -1))
         emitter = _Emitter(self, self.messages)
         failed: int | None = None  # task id of the earliest failure in nvcc's order
         try:
             while True:
-                blocked = False  # a ready step waits for a shared slot or for memory
+                blocked = False  # a ready command waits for a shared slot or for memory
                 while ready:
                     _, _, task_id = ready[0]
                     task = tasks[task_id]
                     if failed is not None and task.order > tasks[failed].order:
                         heapq.heappop(ready)
                         continue
-                    if _takes_slot(task) and not self._reserve_slot(task):
+                    if self._handler(task).takes_slot and not self._reserve_slot(task):
                         blocked = bool(self._free_slots)
                         break
                     heapq.heappop(ready)
                     self._start(task)
+                if not blocked:
+                    self.slots.withdraw()  # nothing of ours waits: others may go first
                 self._release_idle_slots()
                 if not self._running:
                     if not ready:
                         break
-                    time.sleep(0.02)  # nothing of ours runs: wait for the pool to free a slot
+                    time.sleep(0.01)  # nothing of ours runs: wait for the pool to free a slot
                     continue
-                event = self._next_event(timeout=0.05 if blocked else 0.5)
+                event = self._next_event(timeout=0.02 if blocked else 0.5)
                 if event is None:
                     continue
                 task_id, error = event
@@ -226,7 +339,8 @@ class Runner:
                 record = self.records[task_id]
                 if record.slot is not None:
                     self._free_slots.append(record.slot)
-                    self._commands -= 1
+                    if self._handler(tasks[task_id]).takes_slot:
+                        self._commands -= 1
                 if error is not None:
                     raise error
                 if run.killed:
@@ -235,7 +349,7 @@ class Runner:
                     for succ in succs[task_id]:
                         waiting[succ] -= 1
                         if not waiting[succ]:
-                            heapq.heappush(ready, self._rank(tasks[succ]))
+                            self._make_ready(ready, tasks[succ])
                 else:
                     if failed is None or tasks[task_id].order < tasks[failed].order:
                         failed = task_id
@@ -260,12 +374,25 @@ class Runner:
             started_at=self._started_at,
         )
 
+    def _make_ready(self, ready: list, task: Task) -> None:
+        self.records[task.id].ready = self._now()
+        heapq.heappush(ready, (-self.priorities[task.id], task.order, task.id))
+
+    def _handler(self, task: Task) -> Handler:
+        return self.handlers[task.action]
+
     def _reserve_slot(self, task: Task) -> bool:
-        """May ``task`` start now?  Within -j, with a shared slot (the implicit one, one held,
-        or one newly taken from the jobserver or the pool), and with memory to spare."""
+        """May ``task`` start now?  Within -j, with a shared slot (the implicit one, one held and
+        idle, or one newly granted by the jobserver or the pool), and with memory to spare."""
         if not self._free_slots:
             return False
-        if self._commands >= self.slots.implicit + self.slots.held and not self.slots.try_acquire():
+        priority = self.priorities[task.id]
+        if self._commands < self.slots.implicit + self.slots.held:
+            # An idle slot of ours: keep it, unless this would be an extra step of this compile
+            # and the pool has a better claim waiting (it is released below and asked for anew).
+            if self._commands and self.slots.outranked(priority):
+                return False
+        elif not self.slots.try_acquire(priority):
             return False
         if self.memory is not None and self._commands and not self.memory.allows(task):
             return False
@@ -275,9 +402,6 @@ class Runner:
         """Give back shared slots no running step uses, so other compiles can have them."""
         while self.slots.held > max(0, self._commands - self.slots.implicit):
             self.slots.release()
-
-    def _rank(self, task: Task) -> tuple[float, tuple[int, int], int]:
-        return (-self.priorities[task.id], task.order, task.id)
 
     def _next_event(self, *, timeout: float) -> tuple[int, BaseException | None] | None:
         try:
@@ -293,8 +417,8 @@ class Runner:
 
     def _start(self, task: Task) -> None:
         record = self.records[task.id]
-        if _takes_slot(task):
-            record.slot = self._free_slots.pop()
+        record.slot = self._free_slots.pop() if self._handler(task).takes_slot else None
+        if record.slot is not None:
             self._commands += 1
             if self.memory is not None:
                 self.memory.taken(task)
@@ -307,59 +431,24 @@ class Runner:
 
     def _work(self, task: Task) -> None:
         error: BaseException | None = None
-        record = self.records[task.id]
+        run = TaskRun(self, task)
         try:
-            if task.action is Action.EXEC:
-                if self.cache is None or not self._from_cache(task, record):
-                    self._exec(task, list(task.argv), record)
-                    if record.cached is False and record.state is State.DONE:
-                        self.cache.store(task, [(fd, read_bytes(path)) for fd, path in record.captures])
-            elif task.action is Action.SHELL:
-                self._exec(task, ["/bin/sh", "-c", task.step.text], record)
-                self._collect_nvcc_captures(task, record)
-            elif task.action is Action.DEPFILE:
-                text = self.internal.depfile(task.step)
-                if text:
-                    path = self._capture_path(task, 1)
-                    with open(path, "wb") as handle:
-                        handle.write(text)
-                    record.captures.append((1, path))
-                self._finish(record, 0)
-            elif task.action is Action.REMOVE:
-                self.internal.remove(task.step)
-                self._finish(record, 0)
-            elif task.action is Action.CHECK_MODULE_ID:
-                self._check_module_id(task, record)
-            elif task.action is Action.HOST_FRONT:
-                self._host_front(task, record)
-            elif task.action is Action.HOST_BACK:
-                self._host_back(task, record)
+            self._handler(task).run(run)
         except StepFailed as exc:
-            self._fail_with(task, record, exc.message, exc.returncode)
+            run.fail(exc.message, exc.returncode)
         except OSError as exc:
             # A command that cannot start fails the way sh, which nvcc runs it with, reports it.
             missing = isinstance(exc, FileNotFoundError)
             reason = "not found" if missing else exc.strerror
             name = exc.filename or task.step.tool
-            self._fail_with(task, record, f"sh: 1: {name}: {reason}\n", 127 if missing else 126)
+            run.fail(f"sh: 1: {name}: {reason}\n", 127 if missing else 126)
         except BaseException as exc:  # pragma: no cover - a bug in fast_nvcc itself
             error = exc
         self._events.put((task.id, error))
 
-    def _exec(self, task: Task, argv: list[str], record: Record) -> None:
-        returncode, captures, usage = self._spawn(task, argv)
-        if returncode is None:
-            self._finish(record, -signal.SIGTERM)
-            return
-        _use(record, usage)
-        record.captures.extend(captures)
-        self._finish(record, returncode)
-
     def _spawn(
         self, task: Task, argv: list[str], *, tag: str = "", env: Mapping[str, str] | None = None
-    ) -> tuple[int | None, list[tuple[int, str]], object]:
-        """Run one command of ``task``, its output captured to files: (exit code, captures,
-        resource usage); the exit code is None when the task was killed before it started."""
+    ) -> Spawned | None:
         out_path = self._capture_path(task, 1, tag)
         err_path = out_path if self.combine_output else self._capture_path(task, 2, tag)
         redirects = {r.fd: r for r in task.step.redirects if not _is_nvcc_capture(r.target)}
@@ -374,7 +463,7 @@ class Runner:
                 with self._lock:
                     run = self._running[task.id]
                     if run.killed:
-                        return None, [], None
+                        return None
                     # Each step leads its own process group, so a kill reaches the
                     # processes it is forking right then (gcc's cc1plus), which a walk
                     # of its children can miss.
@@ -400,128 +489,7 @@ class Runner:
         captures = [(1, out_path)]
         if err_path != out_path:
             captures.append((2, err_path))
-        return run.proc.returncode, captures, usage
-
-    def _host_front(self, task: Task, record: Record) -> None:
-        """cc1plus of a split host compile, on a placeholder .fatbin.c; its output is kept
-        for the back task, which alone knows whether the split holds."""
-        assert task.fatbin is not None
-        self._fronts[task.id] = "nothing learned yet for this fatbinary"
-        template = self._template(task)
-        placeholder = hostsplit.read_template(template) if template else None
-        if placeholder is None:
-            self._finish(record, 0)
-            return
-        write_atomically(task.fatbin[0], placeholder.encode("utf-8", "surrogateescape"))
-        assembly = os.path.join(self.workdir, f"host.{task.step.index}.s")
-        driver = hostsplit.driver_plan(task.argv, env=self.env, cwd=self.cwd, assembly=assembly)
-        if driver is None:
-            self._fronts[task.id] = "its -### is not cc1plus then as"
-            self._finish(record, 0)
-            return
-        returncode, captures, usage = self._spawn(task, list(driver.cc1), tag="cc1", env=driver.env)
-        if returncode is None:
-            self._finish(record, -signal.SIGTERM)
-            return
-        _use(record, usage)
-        if returncode == 0:
-            self._fronts[task.id] = _Front(placeholder, assembly, driver, captures)
-        else:
-            self._fronts[task.id] = f"cc1plus failed (exit {returncode})"
-        self._finish(record, 0)
-
-    def _host_back(self, task: Task, record: Record) -> None:
-        """as on the assembly with the real data, or the host compile as nvcc printed it."""
-        assert task.fatbin is not None and task.front is not None
-        real_path, private = task.fatbin
-        front = self._fronts.get(task.front)
-        try:
-            real = read_bytes(private).decode("utf-8", "surrogateescape")
-        except FileNotFoundError:  # fatbinary made none: nor may the placeholder stay
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(real_path)
-            record.split_note = "fatbinary wrote no .fatbin.c"
-            self._exec(task, list(task.argv), record)
-            return
-        os.replace(private, real_path)  # the real file where nvcc has it, for the fallback too
-        fatbin = hostsplit.parse(real)
-        template = self._template(task)
-        if template and fatbin is not None:
-            hostsplit.learn(template, fatbin)
-        if isinstance(front, _Front):
-            assembly = None
-            if fatbin is not None:
-                assembly = hostsplit.patch(read_bytes(front.assembly).decode("utf-8", "surrogateescape"), front.placeholder, fatbin)
-            if assembly is None:
-                front = "its .fatbin.c does not match the learned placeholder (learned anew)"
-            else:
-                write_atomically(front.assembly, assembly.encode("utf-8", "surrogateescape"))
-                returncode, captures, usage = self._spawn(task, list(front.driver.assembler), tag="as", env=front.driver.env)
-                if returncode is None:
-                    self._finish(record, -signal.SIGTERM)
-                    return
-                if returncode == 0:
-                    _use(record, usage)
-                    record.split = True
-                    record.captures.extend(front.captures + captures)
-                    self._finish(record, 0)
-                    return
-                front = f"as failed (exit {returncode})"
-        record.split_note = front or "its front did not run"
-        self._exec(task, list(task.argv), record)
-
-    def _template(self, task: Task) -> str | None:
-        if not self.state_dir:
-            return None
-        return hostsplit.template_path(self.state_dir, task.fatbinary, path=self.env.get("PATH"))
-
-    def _from_cache(self, task: Task, record: Record) -> bool:
-        """Replay a cache hit: outputs restored, captured output written back; True on a hit."""
-        cacheable, captures = self.cache.fetch(task)
-        if not cacheable:
-            return False
-        if captures is None:
-            record.cached = False
-            return False
-        record.cached = True
-        for fd, data in captures:
-            path = self._capture_path(task, fd)
-            with open(path, "wb") as handle:
-                handle.write(data)
-            record.captures.append((fd, path))
-        self._finish(record, 0)
-        return True
-
-    def _check_module_id(self, task: Task, record: Record) -> None:
-        assert task.module_ids is not None
-        nvcc_id, ours = task.module_ids
-        with open(nvcc_id, "rb") as a, open(ours, "rb") as b:
-            same = a.read() == b.read()
-        if same:
-            self._finish(record, 0)
-            return
-        # Different module_id: the speculative cicc's outputs are wrong; redo it as nvcc would.
-        record.reran = True
-        self._exec(task, list(task.rerun), record)
-
-    def _collect_nvcc_captures(self, task: Task, record: Record) -> None:
-        """Under nvcc -t the plan redirects each command's output to temp files, which nvcc
-        prints afterwards; the faithful mode runs the line as printed, so do the same."""
-        for redirect in task.step.redirects:
-            if _is_nvcc_capture(redirect.target) and os.path.exists(redirect.target):
-                record.captures.append((redirect.fd, redirect.target))
-
-    def _fail_with(self, task: Task, record: Record, message: str, returncode: int) -> None:
-        path = self._capture_path(task, 2)
-        with open(path, "ab") as handle:
-            handle.write(message.encode("utf-8", "surrogateescape"))
-        record.captures.append((2, path))
-        self._finish(record, returncode)
-
-    def _finish(self, record: Record, returncode: int) -> None:
-        record.end = self._now()
-        record.returncode = returncode
-        record.state = State.DONE if returncode == 0 else State.FAILED
+        return Spawned(run.proc.returncode, captures, usage)
 
     def _kill_after(self, order: tuple[int, int] | None) -> None:
         """Kill running tasks that come after ``order`` in nvcc's order (all when None)."""
@@ -705,9 +673,6 @@ def _write_all(fd: int, data: bytes) -> None:
         written = os.write(fd, view)
         view = view[written:]
 
-
-def _takes_slot(task: Task) -> bool:
-    return task.action in (Action.EXEC, Action.SHELL, Action.HOST_FRONT, Action.HOST_BACK)
 
 
 def _is_nvcc_capture(target: str) -> bool:

@@ -17,15 +17,17 @@ pool cannot deadlock.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import random
 import re
 import stat
-import tempfile
+import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 _AUTH = re.compile(r"--jobserver-(?:auth|fds)=(\S+)")
 
@@ -39,9 +41,19 @@ class Slots:
     def __init__(self) -> None:
         self.held = 0  # extra slots currently held
 
-    def try_acquire(self) -> bool:
+    def try_acquire(self, priority: float = 0.0) -> bool:
+        """One more slot for a step whose remaining path through its compile is ``priority``
+        seconds; False: not now (ask again)."""
         self.held += 1
         return True
+
+    def outranked(self, priority: float) -> bool:
+        """Would a step of another compile have a better claim on an idle slot of ours than an
+        extra step of ``priority``?  (Only the pool can tell; make's tokens are first come.)"""
+        return False
+
+    def withdraw(self) -> None:
+        """This process waits for no slot now."""
 
     def release(self) -> None:
         self.held -= 1
@@ -49,13 +61,15 @@ class Slots:
     def release_all(self) -> None:
         while self.held:
             self.release()
+        self.withdraw()
 
     def close(self) -> None:
         self.release_all()
 
 
 class JobserverSlots(Slots):
-    """A GNU make jobserver client."""
+    """A GNU make jobserver client.  make hands out tokens first come, first served; the
+    priorities apply among the steps of this process (the scheduler's ready queue)."""
 
     implicit = 1
 
@@ -67,7 +81,7 @@ class JobserverSlots(Slots):
         self.description = description
         self.tokens: list[bytes] = []
 
-    def try_acquire(self) -> bool:
+    def try_acquire(self, priority: float = 0.0) -> bool:
         try:
             token = os.read(self.read_fd, 1)
         except BlockingIOError:
@@ -106,43 +120,236 @@ class JobserverSlots(Slots):
 
 
 class PoolSlots(Slots):
-    """The machine-wide pool: ``size`` lock files; a slot is an flock on one of them."""
+    """The machine-wide pool, shared by every fast_nvcc process of the user: ``size`` lock
+    files (a slot is an ``flock`` on one), a board of ranked requests, and markers of what the
+    slots are used for.
+
+    * **A compile's first step never waits for another compile's extra steps.**  When no slot
+      is free it may run *over* the pool, as long as fewer compiles run over it than there are
+      extra steps in flight (each extra step leaves a marker), and no extra step starts again
+      until the pool is back under its size.  So at most ``size`` commands run at once, plus at
+      most one first step per extra step that was running when its compile arrived.
+    * **A free slot goes to the best-ranked waiter of the whole machine.**  A process that wants
+      a slot posts a request whose file *name* is its rank, so one directory listing sorts every
+      waiter, and holds an ``flock`` on it, so the request of a dead process is seen as such (and
+      removed) by the next reader.  The rank, best first: a compile that runs nothing before one
+      that wants an extra step; then the longer remaining path through its own compile (learned
+      costs, or per-tool defaults); then the earlier request.  A process takes a free slot only
+      when fewer live requests rank ahead of it than there are free slots.
+
+    No daemon: waiters poll (a listing and a few non-blocking locks), and the kernel drops a dead
+    process's locks, so a killed compile loses no slot and leaves no claim.
+    """
 
     implicit = 0
 
     def __init__(self, directory: str, size: int) -> None:
         super().__init__()
         self.directory = directory
+        self.board = os.path.join(directory, "requests")
+        self.marks = os.path.join(directory, "marks")
         self.size = max(1, size)
-        self.fds: list[int] = []
         self.description = f"machine-wide pool of {self.size} slots in {directory}"
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.makedirs(self.board, mode=0o700, exist_ok=True)
+        os.makedirs(self.marks, mode=0o700, exist_ok=True)
+        self._slot_fds: dict[int, int] = {}  # slot -> an open descriptor of its lock file
+        self._holds: list[_Hold] = []
+        self._request: _Claim | None = None
+        self._since = 0  # when this process began to wait, for the rank's third key
+        self._serial = 0
 
-    def try_acquire(self) -> bool:
-        # Start at a random slot so that concurrent processes do not all fight over slot 0.
-        first = random.randrange(self.size)
-        for offset in range(self.size):
-            path = os.path.join(self.directory, f"slot-{(first + offset) % self.size}")
+    # -- the board -----------------------------------------------------------------------
+
+    def _rank_name(self, priority: float) -> str:
+        first = 0 if self.held == 0 else 1
+        inverse = max(0, _PRIORITY_SPAN - int(max(0.0, priority) * 1000))
+        return f"r{first}-{inverse:012d}-{self._since:016d}-{os.getpid()}"
+
+    def _post(self, priority: float) -> str:
+        """Put (or move) this process's request on the board; return its name."""
+        if self._request is None:
+            self._since = time.time_ns() // 1000
+        name = self._rank_name(priority)
+        if self._request is not None:
+            if self._request.path == os.path.join(self.board, name):
+                return name
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            except OSError:
-                continue  # a slot file someone else owns: not ours to take
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                os.close(fd)
-                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    continue
-                raise
-            self.fds.append(fd)
-            self.held += 1
+                self._request = self._request.renamed(os.path.join(self.board, name))
+            except FileNotFoundError:  # removed by someone who took us for dead: post anew
+                self._request.drop()
+                self._request = None
+        if self._request is None:
+            self._request = _Claim.make(os.path.join(self.board, name))
+        return name
+
+    def withdraw(self) -> None:
+        if self._request is not None:
+            self._request.drop()
+            self._request = None
+
+    def _ahead(self, name: str) -> int:
+        """How many live requests of other processes rank before ``name``."""
+        return sum(1 for other in _live(self.board, "r") if other < name)
+
+    # -- slots ---------------------------------------------------------------------------
+
+    def try_acquire(self, priority: float = 0.0) -> bool:
+        name = self._post(priority)
+        first = self.held == 0
+        overflowing = _live(self.marks, "over-")
+        # Those ahead get theirs first; an extra step also waits until no compile runs over.
+        wanted = self._ahead(name) + 1 + (0 if first else len(overflowing))
+        locked = self._lock_free(wanted)
+        if len(locked) >= wanted:
+            for slot in locked[1:]:
+                self._unlock(slot)
+            mark = None if first else self._mark("extra")
+            self._take(_Hold(slot=locked[0], mark=mark))
+            return True
+        for slot in locked:
+            self._unlock(slot)
+        if first and len(overflowing) < len(_live(self.marks, "extra-")):
+            self._take(_Hold(slot=None, mark=self._mark("over")))
             return True
         return False
 
+    def _take(self, hold: _Hold) -> None:
+        self._holds.append(hold)
+        self.held += 1
+        self.withdraw()
+
+    def _mark(self, what: str) -> _Claim:
+        self._serial += 1
+        return _Claim.make(os.path.join(self.marks, f"{what}-{os.getpid()}-{self._serial}"))
+
+    def outranked(self, priority: float) -> bool:
+        mine = self._rank_name(priority)
+        suffix = f"-{os.getpid()}"
+        if any(other < mine for other in _live(self.board, "r") if not other.endswith(suffix)):
+            return True
+        return bool(_live(self.marks, "over-"))  # the pool is over its size: no extra step
+
+    def _lock_free(self, wanted: int) -> list[int]:
+        """Lock up to ``wanted`` free slots, starting at a random one so that concurrent
+        processes do not all fight over slot 0."""
+        locked: list[int] = []
+        mine = {h.slot for h in self._holds}
+        first = random.randrange(self.size)
+        for offset in range(self.size):
+            slot = (first + offset) % self.size
+            if slot in mine:
+                continue
+            fd = self._slot_fd(slot)
+            if fd is None:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    continue
+                raise
+            locked.append(slot)
+            if len(locked) == wanted:
+                break
+        return locked
+
+    def _slot_fd(self, slot: int) -> int | None:
+        fd = self._slot_fds.get(slot)
+        if fd is None:
+            path = os.path.join(self.directory, f"slot-{slot}")
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError:
+                return None  # a slot file someone else owns: not ours to take
+            self._slot_fds[slot] = fd
+        return fd
+
+    def _unlock(self, slot: int) -> None:
+        fcntl.flock(self._slot_fds[slot], fcntl.LOCK_UN)
+
     def release(self) -> None:
-        if self.fds:
-            os.close(self.fds.pop())  # closing the descriptor drops the lock
-            self.held -= 1
+        """Give back one slot: an extra one first, then one over the pool, then the first."""
+        if not self._holds:
+            return
+        hold = max(self._holds, key=lambda h: (h.mark is not None and "extra-" in h.mark.path, h.slot is None))
+        self._holds.remove(hold)
+        if hold.slot is not None:
+            self._unlock(hold.slot)
+        if hold.mark is not None:
+            hold.mark.drop()
+        self.held -= 1
+
+    def close(self) -> None:
+        self.release_all()
+        for fd in self._slot_fds.values():
+            os.close(fd)
+        self._slot_fds.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """A file of the pool that its owner holds an flock on while it means something."""
+
+    path: str
+    fd: int
+
+    @classmethod
+    def make(cls, path: str) -> _Claim:
+        # Locked under a name no reader looks at, then shown: a reader that could lock a claim
+        # would take its owner for dead.
+        hidden = os.path.join(os.path.dirname(path), f".new-{os.getpid()}-{threading.get_ident()}")
+        fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(hidden, path)
+        return cls(path, fd)
+
+    def renamed(self, path: str) -> _Claim:
+        os.rename(self.path, path)
+        return _Claim(path, self.fd)
+
+    def drop(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path)
+        os.close(self.fd)
+
+
+@dataclass(frozen=True, slots=True)
+class _Hold:
+    slot: int | None  # None: running over the pool
+    mark: _Claim | None  # "extra-..." or "over-...", for the others to count
+
+
+def _live(directory: str, prefix: str) -> list[str]:
+    """The names of live claims in ``directory`` starting with ``prefix``, sorted."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.startswith(prefix))
+    except OSError:
+        return []
+    return [n for n in names if _is_live(os.path.join(directory, n))]
+
+
+# Priorities are seconds of remaining path, kept in milliseconds: a rank name holds up to
+# about eleven days of it.
+_PRIORITY_SPAN = 10**12 - 1
+
+
+def _is_live(path: str) -> bool:
+    """Its owner holds an flock on it; a claim we can lock belongs to a dead process (and
+    goes)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False  # gone meanwhile (granted or withdrawn)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        return False
+    finally:
+        os.close(fd)
 
 
 class MemoryGate:
@@ -223,9 +430,15 @@ def jobserver_from_makeflags(makeflags: str) -> JobserverSlots | None:
 
 
 def pool_directory(env: Mapping[str, str]) -> str:
+    """One place per user and machine, whatever ``$TMPDIR`` a build sets (a build that points
+    TMPDIR at a private directory must still share the machine's cores): FAST_NVCC_POOL_DIR,
+    else the user's runtime directory, else /dev/shm, else /tmp (never $TMPDIR)."""
     if env.get("FAST_NVCC_POOL_DIR"):
         return env["FAST_NVCC_POOL_DIR"]
     runtime = env.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isdir(runtime):
         return os.path.join(runtime, "fast_nvcc-slots")
-    return os.path.join(tempfile.gettempdir(), f"fast_nvcc-slots-{os.getuid()}")
+    for base in ("/dev/shm", "/tmp"):
+        if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            return os.path.join(base, f"fast_nvcc-slots-{os.getuid()}")
+    return os.path.join(os.path.expanduser("~"), ".cache", "fast_nvcc", "slots")

@@ -57,13 +57,18 @@ def test_pipe_jobserver_tokens_round_trip():
 
 
 def test_pool_slots_are_exclusive_and_die_with_their_holder(tmp_path):
-    first, second = PoolSlots(str(tmp_path), 2), PoolSlots(str(tmp_path), 2)
+    first, second, third = (PoolSlots(str(tmp_path), 2) for _ in range(3))
     assert first.implicit == 0
-    assert first.try_acquire() and first.try_acquire() and not second.try_acquire()
-    first.release()
-    assert second.try_acquire() and not first.try_acquire()
+    assert first.try_acquire() and first.try_acquire()  # its first step, and an extra one
+    # The pool is full; a compile's first step still runs (over the pool, for the extra step
+    # in flight), a second one does not, and no extra step starts while one runs over.
+    assert second.try_acquire() and not third.try_acquire() and not second.try_acquire()
+    first.release()  # the extra one goes first
+    assert not second.try_acquire()  # the freed slot: to the first step waiting, not an extra
+    assert third.try_acquire()
     first.close()
     second.close()
+    third.close()
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; sys.path.insert(0, %r); from fast_nvcc.slots import PoolSlots;"
          " p = PoolSlots(%r, 2); p.try_acquire(); p.try_acquire(); print('held', flush=True); time.sleep(60)"
@@ -72,10 +77,11 @@ def test_pool_slots_are_exclusive_and_die_with_their_holder(tmp_path):
     )  # fmt: skip
     assert holder.stdout.readline().strip() == "held"
     third = PoolSlots(str(tmp_path), 2)
-    assert not third.try_acquire()
+    assert third.try_acquire() and not third.try_acquire()  # over the pool, and no extra step
     holder.kill()  # no chance to clean up
     holder.wait()
-    assert third.try_acquire() and third.try_acquire()  # no slot lost
+    third.release()
+    assert third.try_acquire() and third.try_acquire()  # no slot lost, no dead mark counted
     third.close()
 
 
@@ -83,6 +89,97 @@ def test_environment_picks_the_pool_without_a_jobserver(tmp_path):
     slots = slots_from_environment({"FAST_NVCC_POOL_DIR": str(tmp_path), "FAST_NVCC_POOL_SIZE": "3"}, pool_size=8)
     assert isinstance(slots, PoolSlots) and slots.size == 3
     slots.close()
+
+
+WAITER = """
+import sys, time
+sys.path.insert(0, {root!r})
+from fast_nvcc.slots import PoolSlots
+name, priority, extra, hold = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+pool = PoolSlots({pool!r}, {size})
+for _ in range(extra):  # slots this process already runs steps on
+    while not pool.try_acquire(0.0):
+        time.sleep(0.01)
+print("ready", flush=True)
+while not pool.try_acquire(priority):
+    time.sleep(0.01)
+with open({order!r}, "a") as handle:
+    handle.write(name + "\\n")
+time.sleep(hold)
+pool.close()
+"""
+
+
+def start_waiter(tmp_path, name, priority, *, extra=0, hold=0.3, size=2):
+    script = WAITER.format(root=str(Path(__file__).parent.parent), pool=str(tmp_path / "pool"), size=size,
+                           order=str(tmp_path / "order"))  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", script, name, str(priority), str(extra), str(hold)],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def requests_on_board(tmp_path) -> int:
+    return sum(1 for n in os.listdir(tmp_path / "pool" / "requests") if n.startswith("r"))
+
+
+def wait_for(condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_pool_grants_by_rank_first_steps_before_extra_ones(tmp_path):
+    """Four processes wait on a full pool of two: three for their first step, with remaining
+    paths of 5, 50 and 20 s, and one that runs a step already and wants a second for a 1000 s
+    path.  Freed slots go to the first steps, longest path first, then to the extra step."""
+    holder = PoolSlots(str(tmp_path / "pool"), 2)
+    assert holder.try_acquire(0.0)
+    extra = start_waiter(tmp_path, "extra", 1000.0, extra=1, hold=0.0)
+    waiters = [start_waiter(tmp_path, name, priority) for name, priority in (("w5", 5), ("w50", 50), ("w20", 20))]
+    wait_for(lambda: requests_on_board(tmp_path) == 4)
+    holder.close()
+    for proc in [*waiters, extra]:
+        assert proc.wait(timeout=60) == 0
+    assert (tmp_path / "order").read_text().split() == ["w50", "w20", "w5", "extra"]
+
+
+def test_a_killed_waiter_blocks_no_one(tmp_path):
+    holder = PoolSlots(str(tmp_path / "pool"), 1)
+    assert holder.try_acquire(0.0)
+    first = start_waiter(tmp_path, "killed", 100.0, size=1)
+    wait_for(lambda: requests_on_board(tmp_path) == 1)
+    first.kill()  # its request stays on the board, its lock goes with it
+    first.wait()
+    assert requests_on_board(tmp_path) == 1
+    holder.release()
+    other = PoolSlots(str(tmp_path / "pool"), 1)
+    assert other.try_acquire(1.0)  # the dead request ranks first, and does not count
+    assert requests_on_board(tmp_path) == 0
+    other.close()
+    holder.close()
+
+
+def test_an_idle_slot_goes_to_a_better_claim(tmp_path):
+    """A process whose step just ended keeps its slot for another extra step only when no
+    other compile has a better claim on it (here: an extra step on a longer path)."""
+    mine = PoolSlots(str(tmp_path / "pool"), 3)
+    assert mine.try_acquire(0.0) and mine.try_acquire(0.0)
+    assert not mine.outranked(10.0)
+    waiter = start_waiter(tmp_path, "long", 100.0, extra=1, size=3)  # runs one step, wants two
+    wait_for(lambda: requests_on_board(tmp_path) == 1)
+    assert mine.outranked(10.0) and not mine.outranked(1000.0)
+    mine.close()
+    assert waiter.wait(timeout=30) == 0
+
+
+def test_pool_lives_outside_tmpdir(tmp_path, monkeypatch):
+    from fast_nvcc.slots import pool_directory
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert not pool_directory({}).startswith(str(tmp_path))
+    assert pool_directory({"XDG_RUNTIME_DIR": str(tmp_path)}) == str(tmp_path / "fast_nvcc-slots")
 
 
 # -- with nvcc -----------------------------------------------------------------------------
