@@ -317,3 +317,86 @@ def test_machine_pool_bounds_concurrent_processes(nvcc, sources, tmp_path):
     assert peak_concurrency(command_intervals(log)) == 2
     for proc in psutil.Process().children(recursive=True):
         assert "fast_nvcc" not in " ".join(proc.cmdline())
+
+
+# -- whole compiles sharing the pool: real Runners, steps that sleep ----------------------------
+
+COMPILE = """
+import json, os, sys
+sys.path.insert(0, {root!r})
+from fast_nvcc.graph import Action, Dag, Task, priorities
+from fast_nvcc.plan import Kind, Step
+from fast_nvcc.scheduler import Internal, Runner
+from fast_nvcc.slots import PoolSlots
+seconds, costs, preds = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
+tasks = []
+for i, s in enumerate(seconds):
+    step = Step(index=i, text="", kind=Kind.OTHER, tool="sleep", argv=("sleep", str(s)))
+    tasks.append(Task(i, step, Action.EXEC, argv=step.argv))
+dag = Dag(tuple(tasks), tuple(frozenset(preds.get(str(i), ())) for i in range(len(tasks))))
+slots = PoolSlots({pool!r}, {size})
+runner = Runner(dag, env=os.environ, cwd={cwd!r}, workdir={cwd!r}, jobs=len(tasks),
+                priorities=priorities(dag, costs), internal=Internal(), slots=slots)
+result = runner.run()
+slots.close()
+print(json.dumps({{"at": result.started_at, "steps": [[r.start, r.end] for r in result.records]}}))
+sys.exit(result.returncode)
+"""
+
+
+def run_compiles(tmp_path, compiles, *, size, stagger=0.0):
+    """Start one process per (seconds, costs[, preds]) compile; each runs its steps as sleeps."""
+    tmp_path.mkdir(exist_ok=True)
+    script = COMPILE.format(root=str(Path(__file__).parent.parent), pool=str(tmp_path / "pool"), size=size,
+                            cwd=str(tmp_path))  # fmt: skip
+    procs = []
+    for seconds, costs, *preds in compiles:
+        argv = [sys.executable, "-c", script, json.dumps(seconds), json.dumps(costs), json.dumps(preds[0] if preds else {})]
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, text=True))
+        time.sleep(stagger)
+    results = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0
+        record = json.loads(out)
+        results.append([(record["at"] + s, record["at"] + e, record["at"]) for s, e in record["steps"]])
+    return results
+
+
+def test_no_compile_waits_for_its_first_step_while_another_runs_extra_steps(tmp_path):
+    """Compiles of three steps each arrive one after another on a pool of two: the first
+    ones take extra slots while they are free, and a later one still starts at once."""
+    compiles = [([0.6, 0.6, 0.6], [1.0, 1.0, 1.0])] * 4
+    results = run_compiles(tmp_path, compiles, size=2, stagger=0.25)
+    for p, steps in enumerate(results):
+        arrived = steps[0][2]
+        first = min(start for start, _, _ in steps)
+        for q, others in enumerate(results):
+            if q == p:
+                continue
+            # Moments where q ran two steps at once, inside p's wait (polling costs 20 ms).
+            for a in others:
+                for b in others:
+                    if a < b:
+                        lo, hi = max(a[0], b[0], arrived + 0.05), min(a[1], b[1], first - 0.05)
+                        assert lo >= hi, f"compile {p} waited while compile {q} ran two steps"
+
+
+def test_learned_costs_are_no_slower_than_none(tmp_path):
+    """One long-pole compile (a short step, then a long one: its critical path) among light
+    ones, on a pool of three, scheduled with per-tool guesses (every step alike) and then with
+    the true costs.  Knowing the costs may only reorder extra steps towards the longest path:
+    the build is not slower (a schedule property, with room for process start-up)."""
+    long_pole = ([0.2, 0.4, 0.4, 2.0], {"3": [0]})
+    light = ([0.5, 0.5, 0.5], {})
+    walls = []
+    for learned in (False, True):
+        compiles = []
+        for seconds, preds in [long_pole, light, light, light]:
+            costs = seconds if learned else [1.0] * len(seconds)
+            compiles.append((seconds, costs, preds))
+        results = run_compiles(tmp_path / str(learned), compiles, size=3)
+        starts = [start for steps in results for start, _, _ in steps]
+        walls.append(max(end for steps in results for _, end, _ in steps) - min(starts))
+    guessed, learned = walls
+    assert learned <= guessed * 1.1 + 0.1, walls
