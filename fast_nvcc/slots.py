@@ -8,11 +8,12 @@ each back as soon as it is idle.  Both forms make uses are understood:
 * ``--jobserver-auth=R,W`` (make 4.3, and ``--jobserver-fds=R,W`` before it): two inherited pipe
   descriptors, present only for recipes make treats as recursive (a ``+`` prefix or ``$(MAKE)``).
 
-Without a jobserver (ninja, a shell loop, several IDE builds), all fast_nvcc processes of the user
-share one machine-wide pool of slots: a directory of lock files, one per usable CPU, each slot an
-``flock`` held on one of them.  The kernel drops a dead process's locks, so a killed compile never
-loses a slot, and a process that holds no slot is the only one that ever waits for one, so the
-pool cannot deadlock.
+Without a jobserver (ninja, a shell loop, several IDE builds), all fast_nvcc processes of the
+user share one build-wide schedule (:class:`PoolSlots`, docs/scheduling.md): a machine-wide pool
+of slots, one per usable CPU, on which no compile waits for its first step while another runs
+extra steps, and a free slot goes to the ready step with the longest remaining path of the whole
+build.  Every file of the pool means something only while its owner holds an ``flock`` on it, so
+a killed compile never loses a slot nor leaves a claim.
 """
 
 from __future__ import annotations
