@@ -1,0 +1,115 @@
+"""Stage 0: the only place that opens the logs.  ``load_build`` finds the ninja log and the
+FAST_NVCC_LOG files among the paths, reads them with ``readers.py`` and picks one build."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from .readers import (
+    NINJA_HEADER,
+    build_jobs,
+    jobs_of_records,
+    join_records,
+    parse_fast_nvcc_log,
+    parse_ninja_log,
+    split_builds,
+    split_sessions,
+)
+from .records import AnalysisError, Build, CompileRecord
+
+
+def load_build(paths: Sequence[str], *, build: int = -1) -> Build:
+    """Read the ninja log (a file or a build directory holding one) and the FAST_NVCC_LOG files
+    among ``paths``; return the jobs of build number ``build`` (1 the first, -1 the last)."""
+    ninja_logs: list[str] = []
+    fast_nvcc_logs: list[str] = []
+    for path in paths or (".",):
+        kind, file = _classify_path(path)
+        (ninja_logs if kind == "ninja" else fast_nvcc_logs).append(file)
+    if len(ninja_logs) > 1:
+        raise AnalysisError(
+            f"one .ninja_log at a time, not {len(ninja_logs)}: {', '.join(ninja_logs)}"
+        )
+    records = [record for path in fast_nvcc_logs for record in _read_fast_nvcc_log(path)]
+    if ninja_logs:
+        return _load_ninja_build(ninja_logs[0], records, tuple(fast_nvcc_logs), build=build)
+    sessions = split_sessions(records)
+    if not sessions:
+        raise AnalysisError(f"{', '.join(fast_nvcc_logs)}: no compiles in the log")
+    chosen = _choose(sessions, build, what=", ".join(fast_nvcc_logs))
+    return Build(
+        jobs=tuple(jobs_of_records(sessions[chosen])),
+        fast_nvcc_logs=tuple(fast_nvcc_logs),
+        index=chosen + 1,
+        count=len(sessions),
+        unjoined=len(records) - len(sessions[chosen]),
+    )
+
+
+def _load_ninja_build(
+    path: str, records: list[CompileRecord], logs: tuple[str, ...], *, build: int
+) -> Build:
+    with _open_text(path) as handle:
+        version, entries = parse_ninja_log(handle, name=path)
+    builds = split_builds(entries)
+    if not builds:
+        raise AnalysisError(f"{path}: the log holds no build")
+    chosen = _choose(builds, build, what=path)
+    build_dir = os.path.dirname(os.path.realpath(path))
+    jobs = build_jobs(builds[chosen])
+    unjoined = 0
+    if records:
+        jobs, unjoined = join_records(jobs, records, build_dir=build_dir)
+    return Build(
+        jobs=tuple(jobs),
+        ninja_log=path,
+        ninja_version=version,
+        build_dir=build_dir,
+        fast_nvcc_logs=logs,
+        index=chosen + 1,
+        count=len(builds),
+        unjoined=unjoined,
+    )
+
+
+def _choose(builds: Sequence[object], build: int, *, what: str) -> int:
+    count = len(builds)
+    if not (1 <= build <= count or -count <= build <= -1):
+        raise AnalysisError(
+            f"--build {build}: {what} holds {count} build{'s' if count != 1 else ''}"
+        )
+    return build - 1 if build > 0 else count + build
+
+
+def _classify_path(path: str) -> tuple[str, str]:
+    """('ninja' or 'fast_nvcc', the file): a build directory stands for its .ninja_log."""
+    if os.path.isdir(path):
+        log = os.path.join(path, ".ninja_log")
+        if not os.path.isfile(log):
+            raise AnalysisError(
+                f"{path}: a directory without a .ninja_log (not a ninja build directory?)"
+            )
+        return "ninja", log
+    with _open_text(path) as handle:
+        first = handle.readline()
+    if first.startswith(NINJA_HEADER):
+        return "ninja", path
+    if first.lstrip().startswith("{"):
+        return "fast_nvcc", path
+    if not first:
+        raise AnalysisError(f"{path}: empty file")
+    raise AnalysisError(f"{path}: neither a .ninja_log nor a FAST_NVCC_LOG (JSON lines)")
+
+
+def _read_fast_nvcc_log(path: str) -> list[CompileRecord]:
+    with _open_text(path) as handle:
+        return list(parse_fast_nvcc_log(handle, name=path))
+
+
+def _open_text(path: str):
+    """open() for reading, OSError as one line; surrogateescape keeps odd bytes in paths."""
+    try:
+        return open(path, encoding="utf-8", errors="surrogateescape", newline="")
+    except OSError as exc:
+        raise AnalysisError(f"{path}: {exc.strerror or exc}") from None

@@ -1,0 +1,166 @@
+"""The records every stage of the analysis passes on, from the logs' entries to the finished
+analysis; and the one error the analysis raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import FastNvccError
+
+# Zero-cost bookkeeping steps of fast_nvcc (graph.py's CHECK_MODULE_ID tasks).
+BOOKKEEPING_TOOLS = frozenset({"check module_id"})
+
+
+class AnalysisError(FastNvccError):
+    """Input or options the analysis cannot use: one line for the user, exit code 2."""
+
+
+# -- records -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NinjaEntry:
+    start_ms: int
+    end_ms: int
+    output: str
+    command_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a FAST_NVCC_LOG record (times in seconds from the start of its run)."""
+
+    tool: str
+    kind: str
+    arch: str | None
+    start: float | None
+    end: float | None
+    seconds: float
+    cpu_seconds: float | None
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompileRecord:
+    """One line of FAST_NVCC_LOG: one fast_nvcc invocation."""
+
+    time: float  # Unix seconds, taken when fast_nvcc started (before nvcc's dryrun)
+    wall_seconds: float  # from the first step's start to the last step's end
+    cwd: str
+    outputs: tuple[str, ...]  # absolute
+    sources: tuple[str, ...]
+    exit_code: int | None
+    mode: str
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One command of the build: a ninja edge, or a fast_nvcc invocation when there is no ninja
+    log.  Times are seconds from the start of the build's first job."""
+
+    outputs: tuple[str, ...]  # relative to the build directory (ninja's names)
+    start: float
+    end: float
+    record: CompileRecord | None = None
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+    @property
+    def name(self) -> str:
+        return ", ".join(self.outputs)
+
+    @property
+    def steps_origin(self) -> float:
+        """Where the record's step times start, in seconds from the job's start.
+
+        The record's ``time`` is taken before nvcc's dryrun while its steps count from after
+        it, so the job's end is the better anchor: what follows the last step (writing the log,
+        exiting) takes milliseconds."""
+        if self.record is None:
+            return 0.0
+        return max(0.0, self.seconds - self.record.wall_seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    """The jobs of one build, and where they were read."""
+
+    jobs: tuple[Job, ...]
+    ninja_log: str | None = None
+    ninja_version: int | None = None
+    build_dir: str | None = None
+    fast_nvcc_logs: tuple[str, ...] = ()
+    index: int = 1  # which build of the log, from 1
+    count: int = 1  # how many builds the log holds
+    unjoined: int = 0  # fast_nvcc records that are not part of this build
+
+    @property
+    def records(self) -> tuple[CompileRecord, ...]:
+        return tuple(job.record for job in self.jobs if job.record is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfRule:
+    pattern: str  # fnmatch glob on the output path, relative to the build directory
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The wall time of independent jobs on ``slots`` slots (docs/analyze.md)."""
+
+    lower: float  # max(longest, sum / slots): no schedule does better
+    upper: float  # (sum - longest) / slots + longest: any greedy schedule does no worse
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileRow:
+    time: float  # seconds from the start of the build
+    running: int  # jobs running at that instant
+    mean: float  # jobs running on average until the next row
+
+
+@dataclass(frozen=True, slots=True)
+class LongPole:
+    job: Job
+    floor_without: float  # the lower bound with this job at 0 s
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    rules: tuple[tuple[WhatIfRule, int], ...]  # each rule and how many jobs it matched
+    job_seconds: float
+    bound: Bound
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseTotal:
+    kind: str
+    arch: str | None
+    seconds: float
+    cpu_seconds: float
+    steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    build: Build
+    slots: int
+    slots_given: bool  # -j was given; else slots is the most jobs seen running at once
+    max_concurrency: int
+    wall: float
+    job_seconds: float
+    bound: Bound
+    interval: float
+    profile: tuple[ProfileRow, ...]
+    long_poles: tuple[LongPole, ...]
+    what_if: WhatIf | None
+    phases: tuple[PhaseTotal, ...]
+    arch_phases: tuple[PhaseTotal, ...]
+
+    @property
+    def parallelism(self) -> float:
+        return self.job_seconds / self.wall if self.wall > 0 else 0.0

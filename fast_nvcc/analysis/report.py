@@ -1,0 +1,194 @@
+"""Stage 3, text: the analysis as tables, rendered as aligned text or as Markdown."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from .records import BOOKKEEPING_TOOLS, Analysis, Build, Job, PhaseTotal
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One table of the report, rendered as aligned text or as Markdown."""
+
+    title: str | None  # None: continues the previous table's section
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    align: str  # 'l' or 'r' per column
+    keys: bool = False  # a list of measures: its header is left out of the text
+
+
+def format_text(analysis: Analysis) -> str:
+    lines = [f"fast_nvcc analyze: {_source_line(analysis.build)}"]
+    for table in report_tables(analysis):
+        if table.title:
+            lines += ["", table.title]
+        lines += _text_table(table)
+    return "\n".join(lines) + "\n"
+
+
+def format_markdown(analysis: Analysis) -> str:
+    lines = [f"# fast_nvcc analyze: {_source_line(analysis.build)}"]
+    for table in report_tables(analysis):
+        lines.append("")
+        if table.title:
+            lines += [f"## {table.title[0].upper()}{table.title[1:]}", ""]
+        lines += _markdown_table(table)
+    return "\n".join(lines) + "\n"
+
+
+def report_tables(a: Analysis) -> Iterator[Table]:
+    slots_note = (
+        f"-j {a.slots}" if a.slots_given else "the most jobs seen running at once; -j N sets it"
+    )
+    yield Table(
+        None,
+        ("measure", "value"),
+        (
+            ("jobs", _jobs_note(a.build)),
+            ("wall", f"{_seconds(a.wall)} (first job's start to last job's end)"),
+            ("sum of job times", _seconds(a.job_seconds)),
+            (
+                "effective parallelism",
+                f"{a.parallelism:.2f} ({a.parallelism / a.slots:.0%} of {a.slots} slots)",
+            ),
+            ("slots", f"{a.slots} ({slots_note})"),
+            (
+                "wall floor",
+                f"{_seconds(a.bound.lower)} = max(longest job, sum / slots) (docs/analyze.md)",
+            ),
+            (
+                "list-scheduling bound",
+                f"{_seconds(a.bound.upper)} = (sum - longest) / slots + longest",
+            ),
+        ),
+        "ll",
+        keys=True,
+    )
+    scale = 40 / max(a.slots, a.max_concurrency, 1)
+    yield Table(
+        f"concurrency (jobs running at each instant, and the mean until the next, every {a.interval:g} s)",
+        ("t (s)", "running", "mean", ""),
+        tuple(
+            (f"{r.time:.2f}", str(r.running), f"{r.mean:.1f}", "#" * round(r.running * scale))
+            for r in a.profile
+        ),
+        "rrrl",
+    )
+    with_steps = any(p.job.record is not None for p in a.long_poles)
+    yield Table(
+        f"long poles (top {len(a.long_poles)}; floor if 0 s: the wall floor were that job to take no time)",
+        ("#", "start (s)", "end (s)", "elapsed (s)", "floor if 0 s", "floor drop")
+        + (("longest step",) if with_steps else ()) + ("output",),
+        tuple(
+            (str(rank), f"{p.job.start:.2f}", f"{p.job.end:.2f}", f"{p.job.seconds:.2f}", f"{p.floor_without:.2f}",
+             f"{a.bound.lower - p.floor_without:.2f}")
+            + ((_longest_step(p.job),) if with_steps else ()) + (p.job.name,)
+            for rank, p in enumerate(a.long_poles, start=1)
+        ),
+        "rrrrrr" + ("ll" if with_steps else "l"),
+    )  # fmt: skip
+    if a.what_if is not None:
+        w = a.what_if
+        yield Table(
+            f"what-if (same {a.slots} slots)",
+            ("pattern", "seconds", "jobs matched"),
+            tuple((rule.pattern, f"{rule.seconds:g}", str(n)) for rule, n in w.rules),
+            "lrr",
+        )
+        yield Table(
+            None,
+            ("", "measured", "what-if"),
+            (
+                ("sum of job times", _seconds(a.job_seconds), _seconds(w.job_seconds)),
+                ("wall floor", _seconds(a.bound.lower), _seconds(w.bound.lower)),
+                ("list-scheduling bound", _seconds(a.bound.upper), _seconds(w.bound.upper)),
+                ("measured wall", _seconds(a.wall), ""),
+            ),
+            "lrr",
+        )
+    if a.phases:
+        yield _phase_table(
+            f"time per phase (fast_nvcc steps of {len(a.build.records)} compiles)", a.phases
+        )
+    if a.arch_phases:
+        yield _phase_table("time per phase and architecture", a.arch_phases)
+
+
+def _phase_table(title: str, phases: Sequence[PhaseTotal]) -> Table:
+    total = sum(p.seconds for p in phases) or 1.0
+    with_arch = any(p.arch for p in phases)
+    return Table(
+        title,
+        ("phase",)
+        + (("arch",) if with_arch else ())
+        + ("seconds", "cpu seconds", "steps", "share"),
+        tuple(
+            (p.kind,)
+            + ((p.arch or "",) if with_arch else ())
+            + (f"{p.seconds:.2f}", f"{p.cpu_seconds:.2f}", str(p.steps), f"{p.seconds / total:.0%}")
+            for p in phases
+        ),
+        ("ll" if with_arch else "l") + "rrrr",
+    )
+
+
+def _source_line(build: Build) -> str:
+    parts = []
+    if build.ninja_log:
+        parts.append(
+            f"{build.ninja_log} (ninja log v{build.ninja_version}, build {build.index} of {build.count})"
+        )
+        if build.fast_nvcc_logs:
+            parts.append(f"joined with {', '.join(build.fast_nvcc_logs)}")
+    else:
+        parts.append(f"{', '.join(build.fast_nvcc_logs)} (build {build.index} of {build.count})")
+    return " ".join(parts)
+
+
+def _jobs_note(build: Build) -> str:
+    others = f"{build.unjoined} fast_nvcc record{'' if build.unjoined == 1 else 's'}"
+    if build.ninja_log and build.fast_nvcc_logs:
+        return f"{len(build.jobs)} ({len(build.records)} with fast_nvcc steps; {others} not in this build)"
+    if build.ninja_log:
+        return str(len(build.jobs))
+    return f"{len(build.jobs)} fast_nvcc compiles ({others} of other builds)"
+
+
+def _longest_step(job: Job) -> str:
+    if job.record is None or not job.record.steps:
+        return ""
+    steps = [s for s in job.record.steps if s.tool not in BOOKKEEPING_TOOLS]
+    if not steps:
+        return ""
+    step = max(steps, key=lambda s: s.seconds)
+    return f"{step.tool}{' ' + step.arch if step.arch else ''} {step.seconds:.2f} s"
+
+
+def _seconds(value: float) -> str:
+    if value < 120:
+        return f"{value:.2f} s"
+    minutes, seconds = divmod(round(value), 60)
+    hours, minutes = divmod(minutes, 60)
+    clock = f"{hours}h{minutes:02d}m{seconds:02d}s" if hours else f"{minutes}m{seconds:02d}s"
+    return f"{value:.2f} s ({clock})"
+
+
+def _text_table(table: Table) -> Iterator[str]:
+    rows = table.rows if table.keys else (table.headers, *table.rows)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(table.align))]
+    for row in rows:
+        cells = (
+            c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(row, widths, table.align)
+        )
+        yield ("  " + "  ".join(cells)).rstrip()
+
+
+def _markdown_table(table: Table) -> Iterator[str]:
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+    yield line(table.headers)
+    yield "|" + "|".join("---:" if a == "r" else "---" for a in table.align) + "|"
+    yield from (line(row) for row in table.rows)

@@ -1,0 +1,154 @@
+"""Stage 3, JSON: ``--format json``, its whole schema in one place (documented in
+docs/analyze.md; bump JSON_SCHEMA_VERSION when a field changes meaning or goes away)."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from .model import sum_phases
+from .records import BOOKKEEPING_TOOLS, Analysis, Job, PhaseTotal
+
+JSON_SCHEMA_VERSION = 1
+
+
+class PhaseJson(TypedDict):
+    kind: str
+    arch: str | None
+    seconds: float
+    cpu_seconds: float
+    steps: int
+
+
+class LongPoleJson(TypedDict):
+    outputs: list[str]
+    start: float
+    end: float
+    seconds: float
+    floor_without_seconds: float
+    floor_drop_seconds: float
+    fast_nvcc: bool
+
+
+class CompileJson(TypedDict):
+    outputs: list[str]
+    start: float
+    end: float
+    seconds: float
+    fast_nvcc_wall_seconds: float
+    exit_code: int | None
+    mode: str
+    steps: int
+    phases: dict[str, float]
+
+
+class AnalysisJson(TypedDict):
+    """``--format json``; documented in docs/analyze.md."""
+
+    version: int
+    sources: dict[str, Any]
+    build: dict[str, int]
+    jobs: int
+    joined: int
+    unjoined_records: int
+    slots: int
+    slots_source: str
+    max_concurrency: int
+    wall_seconds: float
+    job_seconds: float
+    parallelism: float
+    parallelism_share: float
+    bound: dict[str, float]
+    profile: dict[str, Any]
+    long_poles: list[LongPoleJson]
+    what_if: dict[str, Any] | None
+    phases: list[PhaseJson]
+    phases_by_arch: list[PhaseJson]
+    compiles: list[CompileJson]
+
+
+def json_report(a: Analysis) -> AnalysisJson:
+    build = a.build
+    what_if = None
+    if a.what_if is not None:
+        what_if = {
+            "rules": [
+                {"pattern": r.pattern, "seconds": r.seconds, "matched": n}
+                for r, n in a.what_if.rules
+            ],
+            "job_seconds": _r(a.what_if.job_seconds),
+            "lower_seconds": _r(a.what_if.bound.lower),
+            "upper_seconds": _r(a.what_if.bound.upper),
+        }
+    return {
+        "version": JSON_SCHEMA_VERSION,
+        "sources": {
+            "ninja_log": build.ninja_log,
+            "ninja_log_version": build.ninja_version,
+            "build_dir": build.build_dir,
+            "fast_nvcc_logs": list(build.fast_nvcc_logs),
+        },
+        "build": {"index": build.index, "count": build.count},
+        "jobs": len(build.jobs),
+        "joined": len(build.records) if build.ninja_log else 0,
+        "unjoined_records": build.unjoined,
+        "slots": a.slots,
+        "slots_source": "option" if a.slots_given else "max_concurrency",
+        "max_concurrency": a.max_concurrency,
+        "wall_seconds": _r(a.wall),
+        "job_seconds": _r(a.job_seconds),
+        "parallelism": _r(a.parallelism),
+        "parallelism_share": _r(a.parallelism / a.slots),
+        "bound": {"lower_seconds": _r(a.bound.lower), "upper_seconds": _r(a.bound.upper)},
+        "profile": {
+            "interval_seconds": a.interval,
+            "rows": [
+                {"time": _r(r.time), "running": r.running, "mean": _r(r.mean)} for r in a.profile
+            ],
+        },
+        "long_poles": [
+            {
+                "outputs": list(p.job.outputs),
+                "start": _r(p.job.start),
+                "end": _r(p.job.end),
+                "seconds": _r(p.job.seconds),
+                "floor_without_seconds": _r(p.floor_without),
+                "floor_drop_seconds": _r(a.bound.lower - p.floor_without),
+                "fast_nvcc": p.job.record is not None,
+            }
+            for p in a.long_poles
+        ],
+        "what_if": what_if,
+        "phases": [_phase_json(p) for p in a.phases],
+        "phases_by_arch": [_phase_json(p) for p in a.arch_phases],
+        "compiles": [_compile_json(job) for job in build.jobs if job.record is not None],
+    }
+
+
+def _phase_json(p: PhaseTotal) -> PhaseJson:
+    return {
+        "kind": p.kind,
+        "arch": p.arch,
+        "seconds": _r(p.seconds),
+        "cpu_seconds": _r(p.cpu_seconds),
+        "steps": p.steps,
+    }
+
+
+def _compile_json(job: Job) -> CompileJson:
+    record = job.record
+    assert record is not None
+    return {
+        "outputs": list(job.outputs),
+        "start": _r(job.start),
+        "end": _r(job.end),
+        "seconds": _r(job.seconds),
+        "fast_nvcc_wall_seconds": _r(record.wall_seconds),
+        "exit_code": record.exit_code,
+        "mode": record.mode,
+        "steps": sum(1 for s in record.steps if s.tool not in BOOKKEEPING_TOOLS),
+        "phases": {p.kind: _r(p.seconds) for p in sum_phases((record,), by_arch=False)},
+    }
+
+
+def _r(value: float) -> float:
+    return round(value, 6)
