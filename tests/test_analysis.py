@@ -656,3 +656,23 @@ def test_analyze_a_real_cmake_ninja_build(nvcc, tmp_path, capsys):
     spans = check_trace(json.loads(trace.read_text())["traceEvents"])
     jobs = [s for s in spans if s["cat"] == "job"]
     assert len(jobs) == report["jobs"] and max(s["tid"] for s in jobs) == report["max_concurrency"]
+
+
+def test_waiting_for_slots_across_the_build(tmp_path, capsys):
+    """B waits 3 s for its first step while A runs two steps at once: a starved compile, as the
+    build-wide schedule (docs/scheduling.md) should never let happen; C waits alone."""
+    two_at_once = [("cicc", "cicc", "compute_80", 0.0, 5.0), ("cicc", "cicc", "compute_90", 0.0, 5.0)]
+    a = log_record(1000.0, 5.0, ["/b/a.o"], two_at_once)
+    b = log_record(1001.0, 5.0, ["/b/b.o"], [("cicc", "cicc", "compute_80", 3.0, 2.0)])
+    c = log_record(1010.0, 3.0, ["/b/c.o"], [("cicc", "cicc", "compute_80", 1.0, 2.0)])
+    old = log_record(1011.0, 1.0, ["/b/d.o"], [("cicc", "cicc", "compute_80", 0.0, 1.0)])  # no wait fields
+    for record, first, total in ((a, 0.0, 0.0), (b, 3.0, 3.0), (c, 1.0, 1.5)):
+        record.update(first_step_wait_seconds=first, slot_wait_seconds=total)
+    log = write_jsonl(tmp_path / "log.jsonl", [a, b, c, old])
+    waiting = analyze(load_build([str(log)])).waiting
+    assert waiting.compiles == 3 and waiting.first_step_seconds == 4.0 and waiting.slot_seconds == 4.5
+    assert waiting.worst_first_step == (3.0, "b.o") and waiting.starved == ((3.0, "b.o"),)
+    code, out, _ = run_main(capsys, log, "--format", "json")
+    assert code == 0 and json.loads(out)["waiting"]["starved"] == [{"seconds": 3.0, "output": "b.o"}]
+    code, out, _ = run_main(capsys, log)
+    assert "waiting for slots (3 compiles)" in out and "starved: b.o" in out

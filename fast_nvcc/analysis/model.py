@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+from .waiting import measure_waiting
 from .records import (
     BOOKKEEPING_TOOLS,
     Analysis,
@@ -66,6 +67,7 @@ def analyze(
         what_if=what_if_result,
         phases=sum_phases(build.records, by_arch=False),
         arch_phases=sum_phases(build.records, by_arch=True),
+        waiting=measure_waiting(jobs),
     )
 
 

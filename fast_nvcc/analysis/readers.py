@@ -159,6 +159,7 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
             seconds=float(step["seconds"]),
             cpu_seconds=_float_or_none(step.get("cpu_seconds")),
             state=str(step.get("state", "done")),
+            command=bool(step.get("command", True)),
         )
         for step in data.get("steps") or ()
     )
@@ -171,6 +172,8 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
         exit_code=data.get("exit_code"),
         mode=str(data.get("mode", "")),
         steps=steps,
+        first_step_wait=_float_or_none(data.get("first_step_wait_seconds")),
+        slot_wait=_float_or_none(data.get("slot_wait_seconds")),
     )
 
 

@@ -38,6 +38,7 @@ class Step:
     seconds: float
     cpu_seconds: float | None
     state: str
+    command: bool = True  # a subprocess (False: fast_nvcc's in-process bookkeeping)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,8 @@ class CompileRecord:
     exit_code: int | None
     mode: str
     steps: tuple[Step, ...]
+    first_step_wait: float | None = None  # seconds it waited for a slot before its first step
+    slot_wait: float | None = None  # seconds its ready steps waited for slots, summed
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +149,17 @@ class PhaseTotal:
 
 
 @dataclass(frozen=True, slots=True)
+class Waiting:
+    """Slot waits across the build (compiles whose log says how long they waited)."""
+
+    compiles: int
+    first_step_seconds: float  # summed over compiles
+    slot_seconds: float
+    worst_first_step: tuple[float, str]  # (seconds, output)
+    starved: tuple[tuple[float, str], ...]  # waited for a first step while another ran two or more
+
+
+@dataclass(frozen=True, slots=True)
 class Analysis:
     build: Build
     slots: int
@@ -160,6 +174,7 @@ class Analysis:
     what_if: WhatIf | None
     phases: tuple[PhaseTotal, ...]
     arch_phases: tuple[PhaseTotal, ...]
+    waiting: Waiting | None = None
 
     @property
     def parallelism(self) -> float:

@@ -114,6 +114,18 @@ def report_tables(a: Analysis) -> Iterator[Table]:
         )
     if a.arch_phases:
         yield _phase_table("time per phase and architecture", a.arch_phases)
+    if a.waiting is not None:
+        w = a.waiting
+        seconds, name = w.worst_first_step
+        rows = [
+            ("starved: waited for a first step while another compile ran two or more",
+             str(len(w.starved))),
+            ("waiting before first steps, summed", _seconds(w.first_step_seconds)),
+            ("longest wait before a first step", f"{_seconds(seconds)} ({name})"),
+            ("ready steps' waits for slots, summed", _seconds(w.slot_seconds)),
+        ]  # fmt: skip
+        rows += [(f"  starved: {n}", _seconds(s)) for s, n in w.starved[:5]]
+        yield Table(f"waiting for slots ({w.compiles} compiles)", ("", "seconds"), tuple(rows), "lr")
 
 
 def _phase_table(title: str, phases: Sequence[PhaseTotal]) -> Table:

@@ -63,6 +63,7 @@ class AnalysisJson(TypedDict):
     what_if: dict[str, Any] | None
     phases: list[PhaseJson]
     phases_by_arch: list[PhaseJson]
+    waiting: dict[str, Any] | None
     compiles: list[CompileJson]
 
 
@@ -120,6 +121,14 @@ def json_report(a: Analysis) -> AnalysisJson:
         "what_if": what_if,
         "phases": [_phase_json(p) for p in a.phases],
         "phases_by_arch": [_phase_json(p) for p in a.arch_phases],
+        "waiting": None if a.waiting is None else {
+            "compiles": a.waiting.compiles,
+            "first_step_seconds": _r(a.waiting.first_step_seconds),
+            "slot_seconds": _r(a.waiting.slot_seconds),
+            "longest_first_step": {"seconds": _r(a.waiting.worst_first_step[0]),
+                                   "output": a.waiting.worst_first_step[1]},
+            "starved": [{"seconds": _r(s), "output": n} for s, n in a.waiting.starved],
+        },
         "compiles": [_compile_json(job) for job in build.jobs if job.record is not None],
     }
 

@@ -1,0 +1,52 @@
+"""How long the build's compiles waited for slots, and whether any starved: one waited for its
+first step while another compile ran two or more steps (docs/scheduling.md).  From the
+FAST_NVCC_LOG fields ``first_step_wait_seconds`` / ``slot_wait_seconds`` and the steps' times."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .records import Job, Waiting
+
+
+def measure_waiting(jobs: Sequence[Job]) -> Waiting | None:
+    timed = [job for job in jobs if job.record is not None and job.record.first_step_wait is not None]
+    if not timed:
+        return None
+    busy = {id(job): _busy_spans(job) for job in timed}
+    starved: list[tuple[float, str]] = []
+    for job in timed:
+        record = job.record
+        begin = job.start + job.steps_origin
+        end = begin + (record.first_step_wait or 0.0)
+        # 20 ms: a waiter polls the pool that often.
+        if end - begin <= 0.02:
+            continue
+        if any(lo < end and begin < hi for other in timed if other is not job for lo, hi in busy[id(other)]):
+            starved.append((end - begin, job.name))
+    worst = max(timed, key=lambda j: j.record.first_step_wait or 0.0)
+    return Waiting(
+        compiles=len(timed),
+        first_step_seconds=sum(j.record.first_step_wait or 0.0 for j in timed),
+        slot_seconds=sum(j.record.slot_wait or 0.0 for j in timed),
+        worst_first_step=(worst.record.first_step_wait or 0.0, worst.name),
+        starved=tuple(sorted(starved, reverse=True)),
+    )
+
+
+def _busy_spans(job: Job) -> list[tuple[float, float]]:
+    """When ``job`` ran two or more commands at once, in build time."""
+    origin = job.start + job.steps_origin
+    events = []
+    for step in job.record.steps:
+        if step.command and step.start is not None and step.end is not None:
+            events += [(origin + step.start, 1), (origin + step.end, -1)]
+    events.sort(key=lambda e: (e[0], e[1]))
+    spans, level, since = [], 0, 0.0
+    for time, delta in events:
+        if level >= 2 and level + delta < 2:
+            spans.append((since, time))
+        if level < 2 <= level + delta:
+            since = time
+        level += delta
+    return spans
