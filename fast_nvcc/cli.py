@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reports = parser.add_argument_group("where the time goes (none of these changes the compile)")
     reports.add_argument(
+        "--device-trace", action="store_true",
+        help="collect cicc's and ptxas's own time traces (templates, headers, functions) into --trace"
+        " and FAST_NVCC_LOG (also FAST_NVCC_DEVICE_TRACE=1; docs/device-trace.md)",
+    )
+    reports.add_argument(
         "--graph", metavar="FILE",
         help="the execution DAG with durations and the critical path: .dot, or .svg/.png/.pdf (needs Graphviz)",
     )
@@ -152,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary=options.summary,
         log=os.environ.get("FAST_NVCC_LOG") or None,
         cache=options.cache,
+        device_trace=options.device_trace or os.environ.get("FAST_NVCC_DEVICE_TRACE", "0") not in ("", "0"),
     )
     try:
         return run(config, nvcc_args)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from . import depfile, nvcc_args
+from . import depfile, device_trace, nvcc_args
 from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
@@ -49,6 +49,7 @@ class Config:
     summary: bool = False
     log: str | None = None  # FAST_NVCC_LOG
     cache: bool = False  # --cache or FAST_NVCC_CACHE=1
+    device_trace: bool = False  # --device-trace or FAST_NVCC_DEVICE_TRACE=1
 
     @property
     def wants_report(self) -> bool:
@@ -105,13 +106,18 @@ def run(config: Config, args: Sequence[str]) -> int:
 
         _try_report(lambda: reports.write_plan_listing(plan, config.plan_listing), "--verbose")
     workdir = tempfile.mkdtemp(prefix="fast_nvcc-")
+    trace_value = device_trace.requested_trace(effective)
+    traces = None
+    if trace_value is not None or config.device_trace:
+        plan, traces = device_trace.add_tool_traces(plan, directory=workdir, cwd=cwd)
     try:
         dag = _dag_for(config, plan, workdir)
     except Exception as exc:  # a plan shape this version does not understand: nvcc's own turn
         shutil.rmtree(workdir, ignore_errors=True)
         return _passthrough(config, nvcc, args, cwd, started, reason=f"cannot build the graph: {exc!r}",
                             effective=effective)  # fmt: skip
-    return _run_plan(config, nvcc, args, effective, plan, dag, cwd=cwd, started=started, workdir=workdir)
+    return _run_plan(config, nvcc, args, effective, plan, dag, cwd=cwd, started=started, workdir=workdir,
+                     traces=traces, trace_value=trace_value)  # fmt: skip
 
 
 def _passthrough(
@@ -160,6 +166,8 @@ def _run_plan(
     cwd: str,
     started: float,
     workdir: str,
+    traces: device_trace.ToolTraces | None = None,
+    trace_value: str | None = None,
 ) -> int:
     previous = {sig: signal.signal(sig, _interrupt) for sig in _SIGNALS}
     runner: Runner | None = None
@@ -172,7 +180,8 @@ def _run_plan(
         costs = [_cost(known, task, owners) for task in dag.tasks]
         slots = slots_from_environment(os.environ, pool_size=usable_cpus())
         combine = _same_output()
-        handlers, cache = _handlers(config, nvcc, plan, cwd, workdir, combine)
+        # A cached cicc or ptxas would write no trace: with traces on, every step runs.
+        handlers, cache = ({}, None) if traces else _handlers(config, nvcc, plan, cwd, workdir, combine)
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
         observer = _Observer(plan, config.save_dir) if config.wants_report or config.save_dir else None
         runner = Runner(
@@ -206,9 +215,17 @@ def _run_plan(
                 _say(config, f"{task.step.label}: its module_id differs from nvcc's; reran it as printed")
             if record.split_note:
                 _say(config, f"{task.step.label}: host compile run as printed: {record.split_note}")
+        collected = None
+        returncode = result.returncode
+        if traces is not None:
+            collected = _collect_traces(plan, dag, result, traces, effective, owners, cwd=cwd, started=started)
+            if trace_value is not None:
+                path = device_trace.merged_trace_path(trace_value, effective, version=device_trace.nvcc_version(plan))
+                returncode = _write_merged_trace(collected, path, cwd, returncode)
         if config.wants_report:
-            _write_reports(config, nvcc, args, effective, plan, dag, result, jobs, observer, cwd, started)
-        return result.returncode
+            _write_reports(config, nvcc, args, effective, plan, dag, result, jobs, observer, cwd, started,
+                           traces=collected if config.device_trace else None)  # fmt: skip
+        return returncode
     except Interrupted as exc:
         if runner is not None:
             _remove_partial_outputs(runner.dag, runner.records, cwd=cwd, interrupted=True)
@@ -318,7 +335,48 @@ def _dag_for(config: Config, plan: Plan, workdir: str) -> Dag:
     return dag
 
 
-def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, jobs, observer, cwd, started) -> None:
+@dataclass(frozen=True, slots=True)
+class _CollectedTraces:
+    merged: dict  # the document nvcc writes for --fdevice-time-trace
+    tool_events: dict[int, list[dict]]  # plan step index -> its tool's events, run-relative µs
+
+
+def _collect_traces(plan, dag, result: RunResult, traces, effective, owners, *, cwd: str, started: float):
+    """Read the tools' trace files (before the work directory goes) and place their events."""
+    spans: dict[int, tuple[int, int]] = {}
+    for task, record in zip(dag.tasks, result.records):
+        if task.action is Action.CHECK_MODULE_ID or record.start is None or record.end is None:
+            continue
+        start, end = round(record.start * 1e6), round(record.end * 1e6)
+        known = spans.get(task.step.index)
+        spans[task.step.index] = (min(start, known[0]), max(end, known[1])) if known else (start, end)
+    given = {os.path.join(cwd, s): s for s in _sources(effective)}
+    sources = {index: given.get(path, path) for index, path in owners.items()}
+    # nvcc counts from its own start; fast_nvcc's run from the Runner's.
+    offset = round((result.started_at - started) * 1e6)
+    nvcc_spans = {i: (s + offset, e + offset) for i, (s, e) in spans.items()}
+    merged = device_trace.merge_trace(plan, traces, nvcc_spans, sources=sources, input_files=list(given.values()))
+    tool_events: dict[int, list[dict]] = {}
+    for trace in traces.files:
+        for event in device_trace.shift_tool_events(device_trace.read_tool_trace(trace.path), trace, traces.pids, spans):
+            step = next((i for i in (trace.cicc, *trace.ptxas) if traces.pids[i] == event.get("pid")), None)
+            if step is not None and event.get("ph") == "X":
+                tool_events.setdefault(step, []).append(event)
+    return _CollectedTraces(merged, tool_events)
+
+
+def _write_merged_trace(collected: _CollectedTraces, path: str, cwd: str, returncode: int) -> int:
+    try:
+        device_trace.write_json(os.path.join(cwd, path), collected.merged)
+    except OSError:
+        sys.stderr.write(f"nvcc fatal   : Failed to open trace file '{path}'\n")
+        sys.stderr.flush()
+        return returncode or 1
+    return returncode
+
+
+def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, jobs, observer, cwd, started,
+                   *, traces: _CollectedTraces | None = None) -> None:  # fmt: skip
     from . import reports
 
     report = reports.build_report(
@@ -337,8 +395,9 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
         _try_report(lambda: reports.write_graph(report, config.graph, title=title), "--graph")
     if config.table:
         _try_report(lambda: reports.write_table(report, config.table), "--table")
+    tool_events = traces.tool_events if traces else None
     if config.trace:
-        _try_report(lambda: reports.write_trace(report, config.trace, name=title), "--trace")
+        _try_report(lambda: reports.write_trace(report, config.trace, name=title, tool_events=tool_events), "--trace")
     if config.summary:
         what = " ".join(os.path.basename(s) for s in sources) + " -> " + " ".join(os.path.relpath(o, cwd) for o in outputs)
         sys.stderr.write(reports.format_summary(report, what=what))
@@ -349,6 +408,11 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
             exit_code=result.returncode, wall_seconds=result.wall_seconds, started=started,
             mode="sequential" if config.sequential else "dag", report=report,
         )  # fmt: skip
+        if tool_events is not None:
+            sidecar = device_trace.sidecar_path(config.log)
+            record["device_trace"] = {"file": sidecar, "id": f"{os.getpid()}-{started}"}
+            line = device_trace.sidecar_line(record["device_trace"]["id"], plan, tool_events)
+            _try_report(lambda: reports.append_log(sidecar, line), "FAST_NVCC_LOG device traces")
         _try_report(lambda: reports.append_log(config.log, record), "FAST_NVCC_LOG")
 
 

@@ -318,8 +318,17 @@ def trace_events(report: RunReport, *, pid: int = 1, offset_us: float = 0.0, nam
     return events
 
 
-def write_trace(report: RunReport, path: str, *, name: str = "fast_nvcc") -> None:
-    document = {"traceEvents": trace_events(report, name=name), "displayTimeUnit": "ms"}
+def write_trace(
+    report: RunReport, path: str, *, name: str = "fast_nvcc", tool_events: Mapping[int, Sequence[dict]] | None = None
+) -> None:
+    """``tool_events``: cicc's and ptxas's own spans by plan step (--device-trace), in
+    microseconds from the run's start; they nest under their step, on its lane."""
+    events = trace_events(report, name=name)
+    for step in report.steps:
+        if tool_events and step.index in tool_events and step.action in ("exec", "shell") and step.start is not None:
+            tid = 0 if step.slot is None else step.slot + 1
+            events += [{**event, "pid": 1, "tid": tid} for event in tool_events[step.index]]
+    document = {"traceEvents": events, "displayTimeUnit": "ms"}
     _write_text(path, json.dumps(document, indent=1))
 
 

@@ -61,6 +61,8 @@ def test_dependency_flavours():
         (["-c", "k.cu", "-keep"], True),
         (["-c", "k.cu", "--keep-dir", "kk"], True),
         (["-c", "k.cu", "-time", "t.csv"], True),
+        (["-c", "k.cu", "--fdevice-time-trace", "-", "-t", "2"], True),
+        (["-c", "k.cu", "--fdevice-time-trace", "-"], False),
         (["-c", "k.cu", "-arch=native"], True),
         (["-c", "k.cu", "-v"], True),
         (["-run", "k.cu"], True),

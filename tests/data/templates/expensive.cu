@@ -1,0 +1,29 @@
+// The known answer for the device-trace report: heavy<N> is instantiated exactly 40 times per
+// architecture (N = 0..39, once each) and costs the front end more than any other template.
+
+template <int N, int Depth>
+struct Chain {
+    static constexpr unsigned long value = Chain<N, Depth - 1>::value * 3u + N;
+};
+template <int N>
+struct Chain<N, 0> {
+    static constexpr unsigned long value = N;
+};
+
+template <int N>
+__device__ float heavy(float x) {
+    // Each heavy<N> instantiates a Chain 60 deep of its own: 61 classes per heavy<N>.
+    constexpr unsigned long c = Chain<N, 60>::value;
+    return x * static_cast<float>(c % 97u) + N;
+}
+
+template <typename T>
+__device__ T twice(T x) { return x + x; }
+
+#define H4(n) heavy<n>(x) + heavy<n + 1>(x) + heavy<n + 2>(x) + heavy<n + 3>(x)
+#define H20(n) H4(n) + H4(n + 4) + H4(n + 8) + H4(n + 12) + H4(n + 16)
+
+__global__ void expensive_kernel(float* out) {
+    float x = out[1];
+    out[0] = H20(0) + H20(20) + twice(out[2]);
+}

@@ -1,0 +1,172 @@
+"""--fdevice-time-trace in the graph (the file nvcc writes, where nvcc writes it, with nvcc's
+structure) and --device-trace (the tools' traces of every compile, outputs unchanged)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from fast_nvcc.device_trace import merged_trace_path, summarize_tool_events
+from helpers import assert_same, compare, fast_nvcc_command, run_tool
+
+TEMPLATES = Path(__file__).parent / "data" / "templates"
+TWO_ARCHS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
+# Temp names, and the random part of cicc's own bitcode name (k-d5b9bb..lgenfe.bc).
+_VOLATILE = re.compile(r"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}-\d+|-[0-9a-f]{6}\.\.lgenfe")
+
+
+@pytest.fixture
+def templates(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(TEMPLATES, tmp_path / "src"))
+
+
+def structure(document: dict) -> dict:
+    """What must match nvcc's trace when timings differ: the header, each process's name and
+    thread name, and per tool process every span's name, detail and enclosing span's name."""
+    events = document["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    threads = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    processes = Counter((names[pid], threads[pid]) for pid in names)
+    spans: dict[int, list[dict]] = {}
+    for event in events:
+        if event.get("ph") == "X":
+            spans.setdefault(event["pid"], []).append(event)
+    tools = Counter()
+    steps = set()
+    for pid, found in spans.items():
+        if names[pid] not in ("cicc", "ptxas"):
+            steps.add(names[pid])
+            continue
+        stack: list[tuple[int, str]] = []
+        for event in sorted(found, key=lambda e: (e["ts"], -e["dur"])):
+            while stack and stack[-1][0] <= event["ts"] and event["dur"] > 0:
+                stack.pop()
+            args = event.get("args") or {}
+            detail = _VOLATILE.sub("X", str(args.get("detail", args.get("name", ""))))
+            parent = stack[-1][1] if stack else ""
+            tools[(names[pid], threads[pid], event["name"], detail, parent)] += 1
+            stack.append((event["ts"] + event["dur"], event["name"]))
+    other = dict(document["otherData"])
+    return {"otherData": other, "processes": processes, "tool_spans": tools, "step_spans": steps,
+            "first": events[0]}  # fmt: skip
+
+
+@pytest.mark.nvcc
+def test_merged_trace_has_nvcc_structure(nvcc, templates):
+    args = ["-c", "expensive.cu", "-o", "e.o", *TWO_ARCHS, "--fdevice-time-trace", "-"]
+    result = compare(nvcc, args, cwd=templates)
+    assert "e.o.json" in result.fast.files, result.fast.stderr
+    plain, fast = (json.loads(o.files.pop("e.o.json")) for o in (result.plain, result.fast))
+    assert_same(result)  # the object is nvcc's, and no trace file stays in $TMPDIR
+    theirs, ours = structure(plain), structure(fast)
+    assert ours["otherData"] == theirs["otherData"]
+    assert ours["first"] == theirs["first"] == {}
+    assert ours["processes"] == theirs["processes"]
+    # nvcc leaves out some preprocessing spans of its own (measured: one of two architectures').
+    assert ours["step_spans"] >= theirs["step_spans"]
+    # The per-function optimiser passes vary in number with nothing we control: compare the rest
+    # exactly, and OptFunction by the functions it names.
+    def stable(spans: Counter) -> Counter:
+        return Counter({k: v for k, v in spans.items() if k[2] != "OptFunction"})
+
+    def functions(spans: Counter) -> set:
+        return {(k[0], k[1], k[3], k[4]) for k in spans if k[2] == "OptFunction"}
+
+    assert stable(ours["tool_spans"]) == stable(theirs["tool_spans"])
+    assert functions(ours["tool_spans"]) == functions(theirs["tool_spans"])
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize(
+    ("trace_args", "created"),
+    [
+        (["--fdevice-time-trace", "tt.json"], None),  # 13.0: tt.json.json, 13.5: tt.json
+        (["-fdevice-time-trace=tt", "-o", "x.o"], "tt.json"),
+        (["--fdevice-time-trace", "-"], "trace.json"),
+        (["--fdevice-time-trace", "-", "-o", "sub/x.o"], "sub/x.o.json"),
+    ],
+)
+def test_merged_trace_goes_where_nvcc_puts_it(nvcc, templates, trace_args, created):
+    (templates / "sub").mkdir()
+    result = compare(nvcc, ["-c", "light.cu", "-arch=sm_80", *trace_args], cwd=templates)
+    created = created or next(name for name in result.plain.files if name.startswith("tt.json"))
+    assert created in result.plain.files
+    for outcome in (result.plain, result.fast):
+        json.loads(outcome.files.pop(created))
+    assert_same(result)
+
+
+@pytest.mark.nvcc
+def test_unwritable_trace_is_nvccs_error(nvcc, templates):
+    result = compare(nvcc, ["-c", "light.cu", "-arch=sm_80", "--fdevice-time-trace", "nodir/tt"], cwd=templates)
+    assert result.plain.returncode == result.fast.returncode == 1
+    assert result.fast.stderr == result.plain.stderr == b"nvcc fatal   : Failed to open trace file 'nodir/tt.json'\n"
+
+
+@pytest.mark.parametrize(
+    ("value", "args", "path"),
+    [("tt", [], "tt.json"), ("a/tt.json", ["-o", "x.o"], "a/tt.json.json"), ("-", ["-o", "o/x.o"], "o/x.o.json"),
+     ("-", ["--output-file=y.ptx"], "y.ptx.json"), ("-", ["-c", "k.cu"], "trace.json")],
+)  # fmt: skip
+def test_merged_trace_path(value, args, path):
+    assert merged_trace_path(value, args) == path
+    newer = path.removesuffix(".json") if path.endswith(".json.json") and value != "-" else path
+    assert merged_trace_path(value, args, version=(13, 5)) == newer
+
+
+def test_summary_counts_nested_instantiations_once_in_time():
+    def span(name, ts, dur, detail):
+        return {"name": name, "ph": "X", "ts": ts, "dur": dur, "pid": 7, "tid": 0, "args": {"detail": detail}}
+
+    cls, fn = "Instantiating Template Class", "Instantiating Template Function"
+    events = [
+        span("CUDA C++ Front-End", 0, 100, "x.ii"),
+        span(cls, 10, 50, "Chain [Chain<1, 2>]"),
+        span(cls, 20, 30, "Chain [Chain<1, 1>]"),  # inside itself: counted, its time is not
+        span(fn, 25, 5, "twice [twice<int>(int)]"),
+        span(fn, 70, 4, "twice [twice<float>(float)]"),
+        span("Processing Header File", 1, 8, "a.h"),
+        span("NVVM Optimizer", 200, 20, ""),
+        span("OptFunction", 201, 3, "_Z1kv"),
+        span("NVVM CodeGen", 230, 10, ""),
+        span("OptFunction", 231, 6, "_Z1kv"),
+        span("NVVM Module Linker", 300, 10, ""),
+        span("OptFunction", 301, 9, "_Z1kv"),  # neither optimiser nor code generator
+    ]
+    summary = summarize_tool_events(events)
+    assert summary["templates"] == {"Chain": [50, 2], "twice": [9, 2]}
+    assert summary["headers"] == {"a.h": 8}
+    assert summary["phases"] == {"front_end": 100, "optimizer": 20, "codegen": 10}
+    assert summary["optimize"] == {"_Z1kv": 3} and summary["codegen"] == {"_Z1kv": 6}
+
+
+@pytest.mark.nvcc
+def test_device_trace_collects_without_changing_outputs(nvcc, templates, tmp_path):
+    log = tmp_path / "build.jsonl"
+    args = ["-c", "expensive.cu", "-o", "e.o", "-arch=sm_80"]
+    result = compare(nvcc, args, cwd=templates, options=["--device-trace", "--trace", "../t.json"],
+                     env={"FAST_NVCC_LOG": str(log)})  # fmt: skip
+    assert_same(result)
+    (record,) = [json.loads(line) for line in log.read_text().splitlines() if '"mode":"dag"' in line]
+    sidecar = Path(record["device_trace"]["file"])
+    assert sidecar == tmp_path / "build.device.jsonl"
+    (line,) = [json.loads(x) for x in sidecar.read_text().splitlines()]
+    assert line["id"] == record["device_trace"]["id"]
+    cicc = next(s for s in line["steps"] if s["tool"] == "cicc")
+    assert cicc["arch"] == "compute_80" and cicc["templates"]["heavy"][1] == 40
+    assert cicc["templates"]["Chain"][1] == 40 * 61
+    assert max(cicc["templates"].items(), key=lambda kv: kv[1][0])[0] == "heavy"
+    assert set(cicc["phases"]) == {"front_end", "optimizer", "codegen"}
+    ptxas = next(s for s in line["steps"] if s["tool"] == "ptxas")
+    assert "_Z16expensive_kernelPf" in ptxas["codegen"]
+    # In fast_nvcc's own trace, the tools' spans nest inside their step, on its lane.
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    (step,) = [e for e in events if e.get("cat") == "cicc"]
+    inner = [e for e in events if e.get("name") == "CUDA C++ Front-End"]
+    assert len(inner) == 1 and inner[0]["tid"] == step["tid"]
+    assert step["ts"] <= inner[0]["ts"] and inner[0]["ts"] + inner[0]["dur"] <= step["ts"] + step["dur"] + 1000
