@@ -166,7 +166,54 @@ def test_device_trace_collects_without_changing_outputs(nvcc, templates, tmp_pat
     assert "_Z16expensive_kernelPf" in ptxas["codegen"]
     # In fast_nvcc's own trace, the tools' spans nest inside their step, on its lane.
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
-    (step,) = [e for e in events if e.get("cat") == "cicc"]
+    (step,) = [e for e in events if e.get("cat") == "cicc" and "check" not in e["name"]]
     inner = [e for e in events if e.get("name") == "CUDA C++ Front-End"]
     assert len(inner) == 1 and inner[0]["tid"] == step["tid"]
     assert step["ts"] <= inner[0]["ts"] and inner[0]["ts"] + inner[0]["dur"] <= step["ts"] + step["dur"] + 1000
+
+
+@pytest.mark.nvcc
+def test_analyze_finds_the_expensive_template(nvcc, templates, tmp_path, capsys):
+    from conftest import TOOLCHAINS
+
+    from fast_nvcc import analysis
+
+    if nvcc != TOOLCHAINS[0]:
+        pytest.skip("one toolchain is enough: the report reads the logs")
+    log = tmp_path / "build.jsonl"
+    for name in ("expensive", "light"):
+        outcome = run_tool(fast_nvcc_command(nvcc, ["-c", f"{name}.cu", "-o", f"{name}.o", "-arch=sm_80"],
+                                             ["--device-trace"]),
+                           cwd=templates, tmpdir=tmp_path / "t", env={"FAST_NVCC_LOG": str(log)})  # fmt: skip
+        assert outcome.returncode == 0, outcome.stderr
+    plot = tmp_path / "templates.png"
+    code = analysis.main([str(log), "--format", "json", "--what-if-template", "heavy", "--template-plot", str(plot)])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    device = report["device"]
+    assert device["compiles"] == 2
+    top = device["templates"][0]
+    assert (top["name"], top["instantiations"], top["compiles"]) == ("heavy", 40, 1)
+    templates_by_name = {t["name"]: t for t in device["templates"]}
+    assert templates_by_name["Chain"]["instantiations"] == 40 * 61
+    assert (templates_by_name["twice"]["instantiations"], templates_by_name["twice"]["compiles"]) == (3, 2)
+    assert {s["compile"] for s in device["splits"]} == {"expensive.o", "light.o"}
+    assert all(s["front_end_seconds"] > 0 for s in device["splits"])
+    (what_if,) = device["what_if_templates"]
+    assert what_if["matched"] == ["heavy"] and what_if["compiles"] == 1
+    assert what_if["lower_seconds"] < report["bound"]["lower_seconds"]
+    assert any(f["name"] == "_Z16expensive_kernelPf" and f["tool"] == "ptxas" for f in device["functions"])
+    for fmt, title in (("text", "templates by total instantiation time"), ("markdown", "## Templates by total")):
+        assert analysis.main([str(log), "--format", fmt]) == 0
+        assert title in capsys.readouterr().out
+
+
+def test_what_if_template_without_device_costs_is_one_line(tmp_path, capsys):
+    from fast_nvcc import analysis
+
+    log = tmp_path / "b.jsonl"
+    log.write_text(json.dumps({"version": 1, "time": 1.0, "cwd": "/b", "outputs": ["/b/a.o"], "wall_seconds": 1.0,
+                               "steps": []}) + "\n")  # fmt: skip
+    assert analysis.main([str(log), "--what-if-template", "heavy"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fast_nvcc: error: --what-if-template needs") and err.count("\n") == 1

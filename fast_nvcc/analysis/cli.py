@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..cli import positive_int
 from .load import load_build
 from .model import analyze
-from .plot import check_plot_path, write_plot
+from .plot import check_plot_path, write_plot, write_template_plot
 from .records import AnalysisError, WhatIfRule
 from .report import format_markdown, format_text
 from .schema import json_report
@@ -36,6 +36,8 @@ class Options:
     plot: str | None = None
     trace: str | None = None
     build: int = -1
+    what_if_templates: tuple[str, ...] = ()
+    template_plot: str | None = None
 
 
 # -- the command line --------------------------------------------------------------------------
@@ -94,6 +96,20 @@ def build_parser() -> argparse.ArgumentParser:
         "(repeatable; the last matching rule wins)",
     )
     parser.add_argument(
+        "--what-if-template",
+        dest="what_if_templates",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="the wall-time bound were the instantiations of the templates matching the glob gone "
+        "(needs compiles run with --device-trace; repeatable)",
+    )
+    parser.add_argument(
+        "--template-plot",
+        metavar="FILE.png|svg",
+        help="draw the costliest templates, flame-style (needs --device-trace costs and matplotlib)",
+    )
+    parser.add_argument(
         "--format", choices=FORMATS, default="text", help="the report's format (text)"
     )
     parser.add_argument(
@@ -124,13 +140,16 @@ def parse_options(argv: Sequence[str]) -> Options:
         plot=namespace.plot,
         trace=namespace.trace,
         build=namespace.build,
+        what_if_templates=tuple(namespace.what_if_templates),
+        template_plot=namespace.template_plot,
     )
 
 
 def run(options: Options) -> str:
     """Do what the options ask; return the report to print."""
-    if options.plot:
-        check_plot_path(options.plot)
+    for plot in (options.plot, options.template_plot):
+        if plot:
+            check_plot_path(plot)
     build = load_build(options.paths, build=options.build)
     analysis = analyze(
         build,
@@ -138,11 +157,14 @@ def run(options: Options) -> str:
         top=options.top,
         interval=options.interval,
         what_if=options.what_if,
+        what_if_templates=options.what_if_templates,
     )
     if options.plot:
         write_plot(analysis, options.plot)
     if options.trace:
         write_trace(build, options.trace)
+    if options.template_plot:
+        write_template_plot(analysis, options.template_plot)
     if options.format == "json":
         return json.dumps(json_report(analysis), indent=1) + "\n"
     if options.format == "markdown":

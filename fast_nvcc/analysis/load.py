@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 
 from .readers import (
     NINJA_HEADER,
     build_jobs,
     jobs_of_records,
     join_records,
+    parse_device_sidecar,
     parse_fast_nvcc_log,
     parse_ninja_log,
     split_builds,
@@ -104,7 +106,29 @@ def _classify_path(path: str) -> tuple[str, str]:
 
 def _read_fast_nvcc_log(path: str) -> list[CompileRecord]:
     with _open_text(path) as handle:
-        return list(parse_fast_nvcc_log(handle, name=path))
+        records = list(parse_fast_nvcc_log(handle, name=path))
+    return _with_device_costs(records)
+
+
+def _with_device_costs(records: list[CompileRecord]) -> list[CompileRecord]:
+    """Attach each record's --device-trace costs from the sidecar its log line names; a sidecar
+    that is gone leaves the record without them."""
+    sidecars: dict[str, dict] = {}
+    result = []
+    for record in records:
+        if record.device_trace is not None:
+            file, key = record.device_trace
+            if file not in sidecars:
+                try:
+                    with _open_text(file) as handle:
+                        sidecars[file] = parse_device_sidecar(handle, name=file)
+                except AnalysisError:
+                    if os.path.exists(file):
+                        raise
+                    sidecars[file] = {}
+            record = replace(record, device=sidecars[file].get(key, ()))
+        result.append(record)
+    return result
 
 
 def _open_text(path: str):

@@ -35,6 +35,7 @@ def analyze(
     top: int = 10,
     interval: float | None = None,
     what_if: Sequence[WhatIfRule] = (),
+    what_if_templates: Sequence[str] = (),
 ) -> Analysis:
     jobs = build.jobs
     if not jobs:
@@ -48,6 +49,14 @@ def analyze(
     step = interval or nice_interval(wall)
     if wall / step > 100_000:
         raise AnalysisError(f"--interval {step:g} gives {wall / step:.0f} rows; take a larger one")
+    from .device import sum_device_costs
+
+    device = sum_device_costs(build, slots=used_slots, what_if=what_if_templates)
+    if what_if_templates and device is None:
+        raise AnalysisError(
+            "--what-if-template needs compiles run with --device-trace (FAST_NVCC_DEVICE_TRACE=1) "
+            "and their FAST_NVCC_LOG"
+        )
     what_if_result = (
         apply_what_if(jobs, what_if, slots=used_slots, build_dir=build.build_dir)
         if what_if
@@ -68,6 +77,8 @@ def analyze(
         phases=sum_phases(build.records, by_arch=False),
         arch_phases=sum_phases(build.records, by_arch=True),
         waiting=measure_waiting(jobs),
+        device=device,
+        top=top,
     )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .records import AnalysisError, CompileRecord, Job, NinjaEntry, Step
+from .records import AnalysisError, CompileRecord, Job, NinjaEntry, Step, ToolCosts
 
 # The .ninja_log format, read in ninja's src/build_log.cc (ninja-build/ninja) and its history:
 # a header "# ninja log v<N>", then one line per output of each finished edge,
@@ -174,6 +174,42 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
         steps=steps,
         first_step_wait=_float_or_none(data.get("first_step_wait_seconds")),
         slot_wait=_float_or_none(data.get("slot_wait_seconds")),
+        device_trace=_device_trace_of(data.get("device_trace")),
+    )
+
+
+def _device_trace_of(value: Any) -> tuple[str, str] | None:
+    if not isinstance(value, dict):
+        return None
+    return str(value["file"]), str(value["id"])
+
+
+def parse_device_sidecar(lines: Iterable[str], *, name: str) -> dict[str, tuple[ToolCosts, ...]]:
+    """The lines of a --device-trace sidecar (``<log>.device.jsonl``), by record id."""
+    found = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            found[str(data["id"])] = tuple(_tool_costs_of(step) for step in data["steps"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise AnalysisError(f"{name}:{number}: not a device trace line ({_describe(exc)})") from None
+    return found
+
+
+def _tool_costs_of(step: dict[str, Any]) -> ToolCosts:
+    def pairs(table: dict[str, Any]) -> tuple[tuple[str, float], ...]:
+        return tuple((str(k), v / 1e6) for k, v in table.items())
+
+    return ToolCosts(
+        tool=str(step["tool"]),
+        arch=step.get("arch"),
+        phases=pairs(step.get("phases", {})),
+        templates=tuple((str(k), v[0] / 1e6, int(v[1])) for k, v in step.get("templates", {}).items()),
+        headers=pairs(step.get("headers", {})),
+        optimize=pairs(step.get("optimize", {})),
+        codegen=pairs(step.get("codegen", {})),
     )
 
 

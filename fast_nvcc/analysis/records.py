@@ -4,6 +4,10 @@ analysis; and the one error the analysis raises."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .device import DeviceCosts
 
 from ..errors import FastNvccError
 
@@ -42,6 +46,19 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCosts:
+    """One cicc or ptxas of a compile, from its own trace (--device-trace), in seconds."""
+
+    tool: str
+    arch: str | None
+    phases: tuple[tuple[str, float], ...]  # front_end, optimizer, codegen, ptxas
+    templates: tuple[tuple[str, float, int], ...]  # name, seconds, instantiations
+    headers: tuple[tuple[str, float], ...]
+    optimize: tuple[tuple[str, float], ...]  # function, seconds
+    codegen: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class CompileRecord:
     """One line of FAST_NVCC_LOG: one fast_nvcc invocation."""
 
@@ -55,6 +72,8 @@ class CompileRecord:
     steps: tuple[Step, ...]
     first_step_wait: float | None = None  # seconds it waited for a slot before its first step
     slot_wait: float | None = None  # seconds its ready steps waited for slots, summed
+    device_trace: tuple[str, str] | None = None  # (sidecar file, record id) of --device-trace
+    device: tuple[ToolCosts, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +194,8 @@ class Analysis:
     phases: tuple[PhaseTotal, ...]
     arch_phases: tuple[PhaseTotal, ...]
     waiting: Waiting | None = None
+    device: DeviceCosts | None = None
+    top: int = 10
 
     @property
     def parallelism(self) -> float:

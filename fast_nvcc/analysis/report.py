@@ -126,6 +126,55 @@ def report_tables(a: Analysis) -> Iterator[Table]:
         ]  # fmt: skip
         rows += [(f"  starved: {n}", _seconds(s)) for s, n in w.starved[:5]]
         yield Table(f"waiting for slots ({w.compiles} compiles)", ("", "seconds"), tuple(rows), "lr")
+    yield from device_tables(a, top=a.top)
+
+
+def device_tables(a: Analysis, *, top: int) -> Iterator[Table]:
+    """The build-wide --device-trace report: templates, headers, functions, per-compile split."""
+    d = a.device
+    if d is None:
+        return
+    yield Table(
+        f"templates by total instantiation time (cicc, {d.compiles} compiles with --device-trace; top {top})",
+        ("seconds", "instantiations", "compiles", "template"),
+        tuple((f"{t.seconds:.3f}", str(t.instantiations), str(t.compiles), t.name) for t in d.templates[:top]),
+        "rrrl",
+    )
+    yield Table(
+        f"headers by total time (seconds over every compile that includes them; top {top})",
+        ("seconds", "compiles", "header"),
+        tuple((f"{h.seconds:.3f}", str(h.compiles), h.name) for h in d.headers[:top]),
+        "rrl",
+    )
+    for phase, title in (("optimize", "to optimise (cicc)"), ("codegen", "to generate code for (cicc, ptxas)")):
+        rows = [f for f in d.functions if f.phase == phase][:top]
+        if rows:
+            yield Table(
+                f"functions costliest {title}, per architecture (top {top})",
+                ("seconds", "tool", "arch", "function"),
+                tuple((f"{f.seconds:.3f}", f.tool, f.arch or "", f.name) for f in rows),
+                "rlll",
+            )
+    yield Table(
+        "each compile's split (seconds: cicc front end, optimiser, code generation; ptxas)",
+        ("compile", "arch", "front end", "optimiser", "codegen", "ptxas"),
+        tuple((s.job, s.arch or "", f"{s.front_end:.3f}", f"{s.optimizer:.3f}", f"{s.codegen:.3f}", f"{s.ptxas:.3f}")
+              for s in d.splits),
+        "llrrrr",
+    )  # fmt: skip
+    for w in d.what_if:
+        yield Table(
+            f"what-if: the instantiations of {w.pattern!r} gone (same {a.slots} slots)",
+            ("", "measured", "what-if"),
+            (
+                ("templates matched", "", ", ".join(w.matched) or "none"),
+                ("instantiation time removed", "", f"{w.seconds:.3f} s in {w.jobs} compiles"),
+                ("sum of job times", _seconds(a.job_seconds), _seconds(w.job_seconds)),
+                ("wall floor", _seconds(a.bound.lower), _seconds(w.bound.lower)),
+                ("list-scheduling bound", _seconds(a.bound.upper), _seconds(w.bound.upper)),
+            ),
+            "lrr",
+        )
 
 
 def _phase_table(title: str, phases: Sequence[PhaseTotal]) -> Table:

@@ -65,6 +65,7 @@ class AnalysisJson(TypedDict):
     phases_by_arch: list[PhaseJson]
     waiting: dict[str, Any] | None
     compiles: list[CompileJson]
+    device: dict[str, Any] | None
 
 
 def json_report(a: Analysis) -> AnalysisJson:
@@ -130,7 +131,30 @@ def json_report(a: Analysis) -> AnalysisJson:
             "starved": [{"seconds": _r(s), "output": n} for s, n in a.waiting.starved],
         },
         "compiles": [_compile_json(job) for job in build.jobs if job.record is not None],
+        "device": _device_json(a),
     }
+
+
+def _device_json(a: Analysis) -> dict[str, Any] | None:
+    """--device-trace costs: seconds, all templates and headers, the top functions."""
+    d = a.device
+    if d is None:
+        return None
+    return {
+        "compiles": d.compiles,
+        "templates": [{"name": t.name, "seconds": _r(t.seconds), "instantiations": t.instantiations,
+                       "compiles": t.compiles} for t in d.templates],
+        "headers": [{"name": h.name, "seconds": _r(h.seconds), "compiles": h.compiles} for h in d.headers],
+        "functions": [{"phase": f.phase, "tool": f.tool, "arch": f.arch, "name": f.name, "seconds": _r(f.seconds)}
+                      for f in d.functions[: a.top * 4]],
+        "splits": [{"compile": s.job, "arch": s.arch, "front_end_seconds": _r(s.front_end),
+                    "optimizer_seconds": _r(s.optimizer), "codegen_seconds": _r(s.codegen),
+                    "ptxas_seconds": _r(s.ptxas)} for s in d.splits],
+        "what_if_templates": [{"pattern": w.pattern, "matched": list(w.matched), "seconds": _r(w.seconds),
+                               "compiles": w.jobs, "job_seconds": _r(w.job_seconds),
+                               "lower_seconds": _r(w.bound.lower), "upper_seconds": _r(w.bound.upper)}
+                              for w in d.what_if],
+    }  # fmt: skip
 
 
 def _phase_json(p: PhaseTotal) -> PhaseJson:
