@@ -54,9 +54,18 @@ class ToolTrace:
 
 
 @dataclass(frozen=True, slots=True)
+class HostTrace:
+    """A clang host compile's own -ftime-trace: clang 14 writes it next to the object."""
+
+    path: str
+    step: int  # plan step index
+
+
+@dataclass(frozen=True, slots=True)
 class ToolTraces:
     files: tuple[ToolTrace, ...]
     pids: Mapping[int, int]  # plan step index -> the trace's pid for that step
+    host: tuple[HostTrace, ...] = ()
 
 
 def requested_trace(args: Sequence[str]) -> str | None:
@@ -105,10 +114,11 @@ def pid_of(step: Step) -> int:
     return step.index + 3
 
 
-def add_tool_traces(plan: Plan, *, directory: str, cwd: str) -> tuple[Plan, ToolTraces]:
+def add_tool_traces(plan: Plan, *, directory: str, cwd: str, host: bool = False) -> tuple[Plan, ToolTraces]:
     """The plan with nvcc's trace options on each cicc and on the ptxas steps that read its
     PTX, each architecture's trace file in ``directory`` (its own, so the architectures run in
-    parallel), and what the merge needs to know."""
+    parallel), and what the merge needs to know.  ``host``: also clang's -ftime-trace on a
+    clang host compile."""
     steps = list(plan.steps)
     env = dict(plan.env)
     files = []
@@ -135,7 +145,41 @@ def add_tool_traces(plan: Plan, *, directory: str, cwd: str) -> tuple[Plan, Tool
                 steps[other.index] = _with_words(other, words, at_end=False, writes={key}, reads={key})
                 readers.append(other.index)
         files.append(ToolTrace(path, step.index, tuple(readers)))
-    return replace(plan, steps=tuple(steps), env=env), ToolTraces(tuple(files), pids)
+    hosts = []
+    for step in plan.steps if host else ():
+        path = _host_trace_path(step, cwd=cwd)
+        if path is not None:
+            # Granularity 0: every instantiation, so that the counts are exact (clang's default
+            # leaves out spans under 500 us).
+            words = ("-ftime-trace", "-ftime-trace-granularity=0")
+            steps[step.index] = _with_words(steps[step.index], words, at_end=False, writes={file_key(path, cwd=cwd)})
+            hosts.append(HostTrace(path, step.index))
+    # The clang traces sit next to the user's objects: the driver's clean-up removes them.
+    temp_paths = plan.temp_paths | {h.path for h in hosts}
+    return (replace(plan, steps=tuple(steps), env=env, temp_paths=temp_paths),
+            ToolTraces(tuple(files), pids, tuple(hosts)))  # fmt: skip
+
+
+def _host_trace_path(step: Step, *, cwd: str) -> str | None:
+    """Where clang -ftime-trace will write this host compile's trace (clang 14 has no
+    -ftime-trace=PATH: ``-o dir/k.o`` gives ``dir/k.json``), or None: not a clang compile, or a
+    file of that name exists, which the trace would overwrite."""
+    if step.kind is not Kind.HOST_COMPILE or "clang" not in os.path.basename(step.argv[0]):
+        return None
+    output = _option_value(step.argv, "-o")
+    if output is None:
+        return None
+    path = os.path.normpath(os.path.join(cwd, os.path.splitext(output)[0] + ".json"))
+    return None if os.path.lexists(path) else path
+
+
+def read_host_trace(trace: HostTrace, spans: Mapping[int, tuple[int, int]]) -> list[dict[str, Any]]:
+    """clang's spans, moved to where the step ran; clang's "Total ..." summaries left out."""
+    span = spans.get(trace.step)
+    if span is None:
+        return []
+    return [{**e, "ts": e["ts"] + span[0]} for e in read_tool_trace(trace.path)
+            if e.get("ph") == "X" and "ts" in e and not str(e.get("name", "")).startswith("Total ")]  # fmt: skip
 
 
 def _option_value(argv: Sequence[str], option: str) -> str | None:
@@ -275,13 +319,22 @@ PHASES = {
     "NVVM Optimizer": "optimizer",
     "NVVM CodeGen": "codegen",
     "Total PTXAS Time": "ptxas",
+    # clang -ftime-trace (the host compile under -ccbin clang++)
+    "Frontend": "front_end",
+    "OptModule": "optimizer",
+    "Backend": "codegen",
 }
 _TEMPLATE_EVENTS = ("Instantiating Template Function", "Instantiating Template Class")
-_PHASE_OF_FUNCTION = {"NVVM Optimizer": "optimize", "NVVM CodeGen": "codegen"}
+_CLANG_TEMPLATE_EVENTS = ("InstantiateFunction", "InstantiateClass")
+_HEADER_EVENTS = ("Processing Header File", "Source")
+_PHASE_OF_FUNCTION = {"NVVM Optimizer": "optimize", "NVVM CodeGen": "codegen", "OptModule": "optimize"}
 
 
-def template_name(detail: str) -> str:
-    """cicc's detail is 'NAME [NAME<ARGS>(PARAMS)]': the template, then the instantiation."""
+def template_name(detail: str, *, clang: bool = False) -> str:
+    """cicc's detail is 'NAME [NAME<ARGS>(PARAMS)]': the template, then the instantiation;
+    clang's is the instantiation alone, 'NAME<ARGS>'."""
+    if clang:
+        return detail.split("<", 1)[0] if not detail.startswith("operator") else detail
     return detail.split(" [", 1)[0]
 
 
@@ -312,13 +365,13 @@ def summarize_tool_events(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]
         key = ""
         if name in PHASES:
             phases[PHASES[name]] = phases.get(PHASES[name], 0) + dur
-        elif name in _TEMPLATE_EVENTS:
-            key = template_name(detail)
+        elif name in _TEMPLATE_EVENTS or name in _CLANG_TEMPLATE_EVENTS:
+            key = template_name(detail, clang=name in _CLANG_TEMPLATE_EVENTS)
             entry = templates.setdefault(key, [0, 0])
             entry[1] += 1
-            if not any(k == key and n in _TEMPLATE_EVENTS for _, n, k in stack):
+            if not any(k == key and (n in _TEMPLATE_EVENTS or n in _CLANG_TEMPLATE_EVENTS) for _, n, k in stack):
                 entry[0] += dur
-        elif name == "Processing Header File":
+        elif name in _HEADER_EVENTS:
             key = detail
             if not any(k == key and n == name for _, n, k in stack):
                 headers[key] = headers.get(key, 0) + dur

@@ -109,7 +109,7 @@ def run(config: Config, args: Sequence[str]) -> int:
     trace_value = device_trace.requested_trace(effective)
     traces = None
     if trace_value is not None or config.device_trace:
-        plan, traces = device_trace.add_tool_traces(plan, directory=workdir, cwd=cwd)
+        plan, traces = device_trace.add_tool_traces(plan, directory=workdir, cwd=cwd, host=config.device_trace)
     try:
         dag = _dag_for(config, plan, workdir)
     except Exception as exc:  # a plan shape this version does not understand: nvcc's own turn
@@ -362,6 +362,8 @@ def _collect_traces(plan, dag, result: RunResult, traces, effective, owners, *, 
             step = next((i for i in (trace.cicc, *trace.ptxas) if traces.pids[i] == event.get("pid")), None)
             if step is not None and event.get("ph") == "X":
                 tool_events.setdefault(step, []).append(event)
+    for host in traces.host:
+        tool_events[host.step] = device_trace.read_host_trace(host, spans)
     return _CollectedTraces(merged, tool_events)
 
 

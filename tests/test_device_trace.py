@@ -10,9 +10,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers import assert_same, compare, fast_nvcc_command, run_tool
 
 from fast_nvcc.device_trace import merged_trace_path, summarize_tool_events
-from helpers import assert_same, compare, fast_nvcc_command, run_tool
 
 TEMPLATES = Path(__file__).parent / "data" / "templates"
 TWO_ARCHS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
@@ -217,3 +217,40 @@ def test_what_if_template_without_device_costs_is_one_line(tmp_path, capsys):
     assert analysis.main([str(log), "--what-if-template", "heavy"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fast_nvcc: error: --what-if-template needs") and err.count("\n") == 1
+
+
+@pytest.mark.nvcc
+def test_failed_compile_still_writes_the_trace(nvcc, templates):
+    (templates / "bad.cu").write_text("__global__ void k() { int x = ; }\n")
+    result = compare(nvcc, ["-c", "bad.cu", "-arch=sm_80", "--fdevice-time-trace", "tt"], cwd=templates)
+    assert result.plain.returncode == result.fast.returncode != 0
+    assert "tt.json" in result.plain.files and "tt.json" in result.fast.files
+    # nvcc's own file is cut short there (13.0: not JSON); ours holds what ran, whole.
+    events = json.loads(result.fast.files.pop("tt.json"))["traceEvents"]
+    assert any(e.get("name") == "cicc" or e.get("args", {}).get("name") == "cicc" for e in events)
+    result.plain.files.pop("tt.json")
+    assert_same(result)
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("clang++") is None, reason="no clang++ (apt-get install clang)")
+def test_clang_host_templates_join_the_report(nvcc, templates, tmp_path, capsys):
+    from conftest import TOOLCHAINS
+
+    from fast_nvcc import analysis
+
+    if nvcc != TOOLCHAINS[0]:
+        pytest.skip("one toolchain is enough: the host side is clang's")
+    log = tmp_path / "build.jsonl"
+    args = ["-ccbin", "clang++", "-c", "host_heavy.cu", "-o", "h.o", "-arch=sm_80"]
+    result = compare(nvcc, args, cwd=templates, options=["--device-trace"], env={"FAST_NVCC_LOG": str(log)})
+    assert_same(result)  # the same object, and clang's h.json does not stay behind
+    assert analysis.main([str(log), "--format", "json"]) == 0
+    device = json.loads(capsys.readouterr().out)["device"]
+    host = {t["name"]: t for t in device["templates"] if t["side"] == "host"}
+    assert host["host_heavy"]["instantiations"] == 24
+    assert host["HostChain"]["instantiations"] == 24 * 41
+    # cicc's front end sees the whole translation unit and instantiates host-only templates too.
+    device_side = {t["name"]: t for t in device["templates"] if t["side"] == "device"}
+    assert device_side["host_heavy"]["instantiations"] == 24
+    assert any(s["arch"] == "host" and s["front_end_seconds"] > 0 for s in device["splits"])

@@ -16,9 +16,17 @@ from dataclasses import dataclass
 from .model import wall_bound
 from .records import Bound, Build, Job
 
+DEVICE_TOOLS = frozenset({"cicc", "ptxas"})
+
+
+def side_of(tool: str) -> str:
+    """'device' for cicc and ptxas, 'host' for the host compiler's own trace (clang)."""
+    return "device" if tool in DEVICE_TOOLS else "host"
+
 
 @dataclass(frozen=True, slots=True)
 class TemplateCost:
+    side: str  # device (cicc) or host (clang -ftime-trace)
     name: str
     seconds: float
     instantiations: int
@@ -27,6 +35,7 @@ class TemplateCost:
 
 @dataclass(frozen=True, slots=True)
 class HeaderCost:
+    side: str
     name: str
     seconds: float
     compiles: int
@@ -76,28 +85,29 @@ def sum_device_costs(build: Build, *, slots: int, what_if: Sequence[str] = ()) -
     jobs = [job for job in build.jobs if job.record is not None and job.record.device]
     if not jobs:
         return None
-    templates: dict[str, list] = {}
-    headers: dict[str, list] = {}
+    templates: dict[tuple[str, str], list] = {}
+    headers: dict[tuple[str, str], list] = {}
     functions: dict[tuple[str, str, str | None, str], float] = {}
     splits = []
     for job in jobs:
         assert job.record is not None
-        seen_templates: set[str] = set()
-        seen_headers: set[str] = set()
+        seen_templates: set[tuple[str, str]] = set()
+        seen_headers: set[tuple[str, str]] = set()
         for tool in job.record.device:
+            side = side_of(tool.tool)
             for name, seconds, count in tool.templates:
-                entry = templates.setdefault(name, [0.0, 0, 0])
+                entry = templates.setdefault((side, name), [0.0, 0, 0])
                 entry[0] += seconds
                 entry[1] += count
-                if name not in seen_templates:
+                if (side, name) not in seen_templates:
                     entry[2] += 1
-                    seen_templates.add(name)
+                    seen_templates.add((side, name))
             for name, seconds in tool.headers:
-                entry = headers.setdefault(name, [0.0, 0])
+                entry = headers.setdefault((side, name), [0.0, 0])
                 entry[0] += seconds
-                if name not in seen_headers:
+                if (side, name) not in seen_headers:
                     entry[1] += 1
-                    seen_headers.add(name)
+                    seen_headers.add((side, name))
             for phase, table in (("optimize", tool.optimize), ("codegen", tool.codegen)):
                 for name, seconds in table:
                     key = (phase, tool.tool, tool.arch, name)
@@ -105,10 +115,10 @@ def sum_device_costs(build: Build, *, slots: int, what_if: Sequence[str] = ()) -
         splits += _splits_of(job)
     return DeviceCosts(
         compiles=len(jobs),
-        templates=tuple(sorted((TemplateCost(n, s, c, k) for n, (s, c, k) in templates.items()),
-                               key=lambda t: (-t.seconds, t.name))),
-        headers=tuple(sorted((HeaderCost(n, s, k) for n, (s, k) in headers.items()),
-                             key=lambda h: (-h.seconds, h.name))),
+        templates=tuple(sorted((TemplateCost(*key, s, c, k) for key, (s, c, k) in templates.items()),
+                               key=lambda t: (-t.seconds, t.side, t.name))),
+        headers=tuple(sorted((HeaderCost(*key, s, k) for key, (s, k) in headers.items()),
+                             key=lambda h: (-h.seconds, h.side, h.name))),
         functions=tuple(sorted((FunctionCost(*key, s) for key, s in functions.items()),
                                key=lambda f: (-f.seconds, f.name))),
         splits=tuple(splits),
@@ -122,7 +132,7 @@ def _splits_of(job: Job) -> list[CompileSplit]:
     order: list[str | None] = []
     for tool in job.record.device:
         # ptxas's sm_80 belongs with cicc's compute_80.
-        arch = tool.arch.replace("sm_", "compute_") if tool.arch else None
+        arch = tool.arch.replace("sm_", "compute_") if tool.arch else side_of(tool.tool)
         if arch not in by_arch:
             by_arch[arch] = {}
             order.append(arch)
@@ -149,6 +159,8 @@ def template_what_if(build: Build, pattern: str, *, slots: int) -> TemplateWhatI
         if job.record is not None and job.record.device:
             per_tool = []
             for tool in job.record.device:
+                if side_of(tool.tool) != "device":
+                    continue  # the template what-if is about cicc's work (NVRTC, its own TU)
                 cost = 0.0
                 for name, spent, _ in tool.templates:
                     if fnmatch.fnmatchcase(name, pattern):

@@ -77,7 +77,7 @@ def write_template_plot(analysis: Analysis, path: str, *, top: int = 20) -> None
     for row, template in enumerate(rows):
         axes.barh(row, template.seconds, height=0.9, color="tab:orange", edgecolor="white", linewidth=0.5)
         axes.text(0.002 * (rows[0].seconds or 1), row,
-                  f" {template.name}  ({template.seconds:.2f} s, {template.instantiations}x, "
+                  f" {template.name} [{template.side}]  ({template.seconds:.2f} s, {template.instantiations}x, "
                   f"{template.compiles} compiles)", va="center", fontsize=8)  # fmt: skip
     axes.set_yticks([])
     axes.set_ylim(-0.5, max(len(rows), 1) - 0.5)

@@ -135,18 +135,18 @@ def device_tables(a: Analysis, *, top: int) -> Iterator[Table]:
     if d is None:
         return
     yield Table(
-        f"templates by total instantiation time (cicc, {d.compiles} compiles with --device-trace; top {top})",
-        ("seconds", "instantiations", "compiles", "template"),
-        tuple((f"{t.seconds:.3f}", str(t.instantiations), str(t.compiles), t.name) for t in d.templates[:top]),
-        "rrrl",
+        f"templates by total instantiation time ({d.compiles} compiles with --device-trace; top {top})",
+        ("seconds", "instantiations", "compiles", "side", "template"),
+        tuple((f"{t.seconds:.3f}", str(t.instantiations), str(t.compiles), t.side, t.name) for t in d.templates[:top]),
+        "rrrll",
     )
     yield Table(
         f"headers by total time (seconds over every compile that includes them; top {top})",
-        ("seconds", "compiles", "header"),
-        tuple((f"{h.seconds:.3f}", str(h.compiles), h.name) for h in d.headers[:top]),
-        "rrl",
+        ("seconds", "compiles", "side", "header"),
+        tuple((f"{h.seconds:.3f}", str(h.compiles), h.side, h.name) for h in d.headers[:top]),
+        "rrll",
     )
-    for phase, title in (("optimize", "to optimise (cicc)"), ("codegen", "to generate code for (cicc, ptxas)")):
+    for phase, title in (("optimize", "to optimise"), ("codegen", "to generate code for")):
         rows = [f for f in d.functions if f.phase == phase][:top]
         if rows:
             yield Table(
@@ -156,7 +156,7 @@ def device_tables(a: Analysis, *, top: int) -> Iterator[Table]:
                 "rlll",
             )
     yield Table(
-        "each compile's split (seconds: cicc front end, optimiser, code generation; ptxas)",
+        "each compile's split (seconds: front end, optimiser, code generation; ptxas)",
         ("compile", "arch", "front end", "optimiser", "codegen", "ptxas"),
         tuple((s.job, s.arch or "", f"{s.front_end:.3f}", f"{s.optimizer:.3f}", f"{s.codegen:.3f}", f"{s.ptxas:.3f}")
               for s in d.splits),

@@ -142,9 +142,9 @@ def _device_json(a: Analysis) -> dict[str, Any] | None:
         return None
     return {
         "compiles": d.compiles,
-        "templates": [{"name": t.name, "seconds": _r(t.seconds), "instantiations": t.instantiations,
+        "templates": [{"side": t.side, "name": t.name, "seconds": _r(t.seconds), "instantiations": t.instantiations,
                        "compiles": t.compiles} for t in d.templates],
-        "headers": [{"name": h.name, "seconds": _r(h.seconds), "compiles": h.compiles} for h in d.headers],
+        "headers": [{"side": h.side, "name": h.name, "seconds": _r(h.seconds), "compiles": h.compiles} for h in d.headers],
         "functions": [{"phase": f.phase, "tool": f.tool, "arch": f.arch, "name": f.name, "seconds": _r(f.seconds)}
                       for f in d.functions[: a.top * 4]],
         "splits": [{"compile": s.job, "arch": s.arch, "front_end_seconds": _r(s.front_end),
