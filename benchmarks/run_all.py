@@ -34,6 +34,7 @@ def main() -> int:
         "heavy": ["heavy_compile.py", "--runs", str(options.heavy_runs), *(["--targets", "2"] if quick else [])],
         "cache": ["cache_rebuild.py", *(["--targets", "2"] if quick else [])],
         "parallel": ["parallel_build.py", *(["--archs", "75;80"] if quick else [])],
+        "device": ["device_trace.py", *(["--runs", "1"] if quick else [])],
     }
     status = 0
     tables = []
