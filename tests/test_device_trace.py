@@ -254,3 +254,17 @@ def test_clang_host_templates_join_the_report(nvcc, templates, tmp_path, capsys)
     device_side = {t["name"]: t for t in device["templates"] if t["side"] == "device"}
     assert device_side["host_heavy"]["instantiations"] == 24
     assert any(s["arch"] == "host" and s["front_end_seconds"] > 0 for s in device["splits"])
+
+
+@pytest.mark.nvcc
+def test_module_id_rerun_keeps_one_trace(nvcc, templates):
+    # No external definition: cudafe++'s module_id has a random part, so fast_nvcc's
+    # speculative cicc always differs and is rerun as printed, trace options included.
+    (templates / "internal.cu").write_text("static __global__ void k(int* p) { p[0] = 1; }\n")
+    args = ["-c", "internal.cu", "-o", "i.o", "-arch=sm_80", "--fdevice-time-trace", "-"]
+    result = compare(nvcc, args, cwd=templates)
+    plain, fast = (json.loads(o.files.pop("i.o.json")) for o in (result.plain, result.fast))
+    assert_same(result)
+    front_ends = [e for e in fast["traceEvents"] if e.get("name") == "CUDA C++ Front-End"]
+    assert len(front_ends) == 1
+    assert structure(fast)["processes"] == structure(plain)["processes"]
