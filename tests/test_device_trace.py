@@ -272,3 +272,40 @@ def test_module_id_rerun_keeps_one_trace(nvcc, templates):
     front_ends = [e for e in fast["traceEvents"] if e.get("name") == "CUDA C++ Front-End"]
     assert len(front_ends) == 1
     assert structure(fast)["processes"] == structure(plain)["processes"]
+
+
+def test_device_costs_and_template_what_if_from_a_log(tmp_path, capsys):
+    """The sums and the what-if's arithmetic on a log written by hand: a compile's
+    architectures run side by side, so it shortens by its costliest cicc's share."""
+    from fast_nvcc import analysis
+
+    log, sidecar = tmp_path / "b.jsonl", tmp_path / "b.device.jsonl"
+
+    def record(time, wall, output, key):
+        return {"version": 1, "time": time, "cwd": "/b", "outputs": [f"/b/{output}"], "wall_seconds": wall,
+                "steps": [], "device_trace": {"file": str(sidecar), "id": key}}
+
+    def cicc(arch, templates, headers=None):
+        return {"tool": "cicc", "arch": arch, "phases": {"front_end": 4_000_000}, "templates": templates,
+                "headers": headers or {}, "optimize": {}, "codegen": {}}
+
+    log.write_text(json.dumps(record(100.0, 10.0, "a.o", "1-a")) + "\n" + json.dumps(record(100.0, 4.0, "b.o", "1-b")) + "\n")
+    sidecar.write_text("\n".join(json.dumps(line) for line in [
+        {"version": 1, "id": "1-a", "steps": [cicc("compute_80", {"heavy": [3_000_000, 40], "twice": [1000, 1]}, {"h.h": 500_000}),
+                                              cicc("compute_90", {"heavy": [5_000_000, 40]}, {"h.h": 700_000})]},
+        {"version": 1, "id": "1-b", "steps": [cicc("compute_80", {"heavy": [1_000_000, 2], "twice": [2000, 2]}, {"h.h": 100_000})]},
+    ]) + "\n")  # fmt: skip
+    assert analysis.main([str(log), "-j", "1", "--format", "json", "--what-if-template", "he*"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    device = report["device"]
+    assert device["templates"][0] == {"side": "device", "name": "heavy", "seconds": 9.0, "instantiations": 82,
+                                      "compiles": 2}  # fmt: skip
+    assert device["headers"] == [{"side": "device", "name": "h.h", "seconds": 1.3, "compiles": 2}]
+    (what_if,) = device["what_if_templates"]
+    # Measured: 14 s of jobs on one slot.  Without heavy: a.o 10 - max(3, 5), b.o 4 - 1.
+    assert report["bound"]["lower_seconds"] == 14.0
+    assert (what_if["job_seconds"], what_if["lower_seconds"], what_if["seconds"]) == (8.0, 8.0, 9.0)
+    assert what_if["matched"] == ["heavy"] and what_if["compiles"] == 2
+    sidecar.unlink()  # a log whose sidecar is gone reads as one without device costs
+    assert analysis.main([str(log), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["device"] is None
