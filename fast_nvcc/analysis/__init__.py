@@ -11,6 +11,8 @@ The files follow the data, in this order:
     readers.py   parse_ninja_log / parse_fast_nvcc_log -> split_builds -> build_jobs
                  -> join_records                      (lines in, Jobs out)
     model.py     analyze: bound, profile, long poles, what-if, phases   (Jobs in, Analysis out)
+    device.py    sum_device_costs: templates, headers, functions from --device-trace; the
+                 template what-if
     report.py    format_text / format_markdown
     schema.py    json_report: the JSON schema, in one place
     plot.py      write_plot

@@ -63,7 +63,7 @@ def write_plot(analysis: Analysis, path: str) -> None:
     write_atomically(path, lambda tmp: figure.savefig(tmp, format=extension(path)))
 
 
-def write_template_plot(analysis: Analysis, path: str, *, top: int = 20) -> None:
+def write_template_plot(analysis: Analysis, path: str) -> None:
     """The costliest templates as stacked bars, flame-style: one row per template, widest at
     the bottom, each bar split by the compiles' share (the width is the build's total time)."""
     from matplotlib.figure import Figure
@@ -71,16 +71,17 @@ def write_template_plot(analysis: Analysis, path: str, *, top: int = 20) -> None
     device = analysis.device
     if device is None:
         raise AnalysisError("--template-plot needs compiles run with --device-trace and their FAST_NVCC_LOG")
-    rows = list(device.templates[:top])
+    rows = list(device.templates[: analysis.top])
     figure = Figure(figsize=(10, 0.35 * max(len(rows), 3) + 1.2), layout="constrained")
     axes = figure.add_subplot()
     for row, template in enumerate(rows):
-        axes.barh(row, template.seconds, height=0.9, color="tab:orange", edgecolor="white", linewidth=0.5)
+        color = "tab:orange" if template.side == "device" else "tab:blue"
+        axes.barh(row, template.seconds, height=0.9, color=color, edgecolor="white", linewidth=0.5)
         axes.text(0.002 * (rows[0].seconds or 1), row,
                   f" {template.name} [{template.side}]  ({template.seconds:.2f} s, {template.instantiations}x, "
                   f"{template.compiles} compiles)", va="center", fontsize=8)  # fmt: skip
     axes.set_yticks([])
     axes.set_ylim(-0.5, max(len(rows), 1) - 0.5)
     axes.set_xlabel("seconds of instantiation, summed over the build")
-    axes.set_title(f"top {len(rows)} templates over {device.compiles} compiles (cicc --device-time-trace)")
+    axes.set_title(f"top {len(rows)} templates over {device.compiles} compiles (--device-trace; orange: cicc, blue: host)")
     write_atomically(path, lambda tmp: figure.savefig(tmp, format=extension(path)))
