@@ -14,7 +14,21 @@ What a key covers, and why:
   host compile the stub and the .fatbin.c that the .cudafe1.cpp #includes;
 * the plan's variables (but PATH: the tool is identified by its binary) and the caller's
   variables that change what a compiler does (LANG, CPATH, SOURCE_DATE_EPOCH, ...);
-* the working directory, except for ptxas, whose only paths are temporary.
+* the working directory, except for ptxas, whose only paths are temporary, and for a host
+  compile none of whose options lets the object depend on it (below).
+
+What a key leaves out, and why:
+
+* how fast_nvcc's own output is captured (stdout and stderr apart, or one file as on a
+  terminal): a report flag such as ``--summary ... 2>&1`` must not change any key.  The entry
+  says how its output was captured; an entry captured apart replays onto one file unless one
+  step wrote to both streams (their interleaving is lost), and one captured as one file
+  replays apart only when it is empty.  Anything else is a miss, and the step's new entry
+  replaces it;
+* the host compile's object name (``-o a.o`` vs ``-o b.o``) and the working directory, unless
+  one of its options lets them reach the object or make files named after it (``-g``,
+  ``-gsplit-dwarf``, ``--coverage``, ``-fprofile-*``, ``-flto``, ``-save-temps``, gcc's ``-M``
+  flags, ...: ``NAME_REACHES``; measured with gcc 12 in tests/test_cache.py).
 
 Preprocessing always runs: its output is part of the key.  A hit writes the outputs and replays
 the step's stdout and stderr, so warnings come back as they were.  Entries are written to a
@@ -55,6 +69,14 @@ TEXT_KINDS = {Kind.CUDAFE, Kind.CICC}  # their outputs are C/PTX/module_id text
 ENVIRONMENT = ("LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "CPATH", "C_INCLUDE_PATH",
                "CPLUS_INCLUDE_PATH", "GCC_EXEC_PREFIX", "COMPILER_PATH", "SOURCE_DATE_EPOCH")  # fmt: skip
 TAG_PLACEHOLDER = b"tmpxft_@@@@@@@@_@@@@@@@@"
+# Host-compiler options under which gcc's object depends on its own name or on the working
+# directory, or gcc writes more files named after the object (measured with gcc 12: -o a.o
+# and -o b.o give the same bytes without these; -g embeds the directory, -gsplit-dwarf the .dwo
+# name, --coverage/-fprofile-* the .gcda name, -flto its own name).  -g0 turns -g off.
+NAME_REACHES = ("-g", "-flto", "-fprofile", "--coverage", "-ftest-coverage", "-save-temps", "--save-temps",
+                "-M", "-Wa,", "-Wp,", "-fdump", "-aux-info", "-fstack-usage", "-fcallgraph-info", "-fopt-info",
+                "-dump", "-auxbase", "-fplugin", "-specs", "--specs", "-fdebug", "-ffile-prefix",
+                "-fmacro-prefix", "-frandom-seed")  # fmt: skip
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", re.IGNORECASE)
 
 
@@ -84,6 +106,7 @@ class Prepared:
     names: tuple[tuple[bytes, bytes], ...]  # (current spelling, placeholder), longest first
     tag: bytes  # this run's tmpxft_<pid>_<n>
     text: bool
+    combined: bool = False  # this run captures each step's stdout and stderr as one file
 
     def hiding(self) -> tuple[re.Pattern[bytes], dict[bytes, bytes]] | None:
         """One pattern for all of this run's names (longest first, so a name is never cut
@@ -149,8 +172,9 @@ class StepCache:
         if payload is None:
             self._count(prepared.tool, hit=False)
             return None
-        files, captures = payload
-        if len(files) != len(prepared.outputs):
+        files, captures, combined = payload
+        if len(files) != len(prepared.outputs) or not replayable(captures, stored_combined=combined,
+                                                                 combined=prepared.combined):  # fmt: skip
             self._discard(path, prepared.key)
             self._count(prepared.tool, hit=False)
             return None
@@ -170,6 +194,7 @@ class StepCache:
             "tool": prepared.tool,
             "files": [len(f) for f in files],
             "captures": [[fd, len(data)] for fd, data in hidden],
+            "combined": prepared.combined,
         }).encode() + b"\n"  # fmt: skip
         body = header + b"".join(files) + b"".join(data for _, data in hidden)
         blob = FORMAT + hashlib.blake2b(body, digest_size=32).hexdigest().encode() + b"\n" + body
@@ -207,7 +232,7 @@ class StepCache:
                 offset += size
             if offset != len(data):
                 raise ValueError("length")
-            return files, captures
+            return files, captures, bool(header.get("combined", False))
         except (ValueError, KeyError, TypeError):
             self._discard(path, os.path.basename(path))
             return None
@@ -248,6 +273,18 @@ class StepCache:
                 os.remove(os.path.join(self.directory, name))
             except OSError:
                 pass
+
+
+def replayable(captures: Sequence[tuple[int, bytes]], *, stored_combined: bool, combined: bool) -> bool:
+    """May output captured one way be replayed onto streams arranged the other way?  Output
+    kept as one file cannot be split again; output kept apart can be joined unless both
+    streams hold something (their interleaving was not kept)."""
+    if stored_combined == combined:
+        return True
+    written = {fd for fd, data in captures if data}
+    if stored_combined:
+        return not written
+    return len(written) < 2
 
 
 # -- keys ---------------------------------------------------------------------------------
@@ -299,6 +336,11 @@ class KeyMaker:
             normal_argv = [_replace_all(word, replacements) for word in argv[1:]]
         else:
             normal_argv = [_normal(word) for word in argv[1:]]
+        outputs = [os.path.join(self.cwd, p) for p in output_paths(task.step.kind, argv)]
+        cwd: str | None = None if task.step.kind is Kind.PTXAS else self.cwd
+        if task.step.kind is Kind.HOST_COMPILE and not name_reaches_object(argv):
+            normal_argv = _without_output_name(normal_argv)
+            cwd = None
         tag_match = TEMP_TAG.search(" ".join(argv))
         tag = tag_match.group(0).encode() if tag_match else b""
         inputs = []
@@ -310,16 +352,13 @@ class KeyMaker:
                 return None  # a missing input: let the step run and say what is wrong
             label = _replace_all(path, [(o.decode(), n.decode()) for o, n in names]) if names else _normal(path)
             inputs.append((label, digest))
-        outputs = [os.path.join(self.cwd, p) for p in output_paths(task.step.kind, argv)]
         material = json.dumps({
             "common": self.common,
             "tool": self.identity(argv[0]),
             "argv": normal_argv,
             "inputs": sorted(inputs),
             "outputs": len(outputs),
-            "cwd": None if task.step.kind is Kind.PTXAS else self.cwd,
-            # stdout and stderr captured together (a terminal) or apart: replayed the same way
-            "combined": combined_output,
+            "cwd": cwd,
         })  # fmt: skip
         return Prepared(
             key=hashlib.blake2b(material.encode(), digest_size=20).hexdigest(),
@@ -328,7 +367,31 @@ class KeyMaker:
             names=tuple(names),
             tag=tag,
             text=task.step.kind in TEXT_KINDS,
+            combined=combined_output,
         )
+
+
+def name_reaches_object(argv: Sequence[str]) -> bool:
+    """Does any of the host compile's options let the object depend on its name or the
+    working directory (NAME_REACHES)?"""
+    return any(word != "-g0" and word.startswith(NAME_REACHES) for word in argv[1:])
+
+
+def _without_output_name(argv: list[str]) -> list[str]:
+    """gcc's ``-o NAME`` with the name left out (``-oNAME`` too)."""
+    result, skip = [], False
+    for word in argv:
+        if skip:
+            result.append("@@OUTPUT@@")
+            skip = False
+        elif word == "-o":
+            result.append(word)
+            skip = True
+        elif word.startswith("-o") and len(word) > 2:
+            result.append("-o@@OUTPUT@@")
+        else:
+            result.append(word)
+    return result
 
 
 _PLACEHOLDER = re.compile(rb"@@FN[TB]\d+@@")
