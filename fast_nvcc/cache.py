@@ -39,7 +39,6 @@ hit/miss counts; past FAST_NVCC_CACHE_SIZE the least recently used entries go.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -52,17 +51,21 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from .errors import FastNvccError
 from .files import read_bytes, write_atomically
-from .graph import Action, Task
 from .history import cache_directory
-from .plan import TEMP_TAG, Kind, output_paths, temp_mentions
+if TYPE_CHECKING:
+    from .graph import Task
 
 FORMAT = b"fast_nvcc step cache 1\n"
 DEFAULT_SIZE = 5 * 1024**3
-CACHEABLE = {Kind.CUDAFE: "placeholders", Kind.CICC: "placeholders", Kind.PTXAS: "placeholders",
-             Kind.HOST_COMPILE: "exact"}  # fmt: skip
-TEXT_KINDS = {Kind.CUDAFE, Kind.CICC}  # their outputs are C/PTX/module_id text
+# By plan.Kind value (the plan module is imported only where keys are made: a direct-mode hit
+# needs none of it).
+CACHEABLE = {"cudafe++": "placeholders", "cicc": "placeholders", "ptxas": "placeholders", "host-compile": "exact"}
+TEXT_KINDS = {"cudafe++", "cicc"}  # their outputs are C/PTX/module_id text
+TEMP_TAG = re.compile(r"tmpxft_([0-9a-f]{8})_([0-9a-f]{8})")  # as plan.TEMP_TAG
 # The caller's variables that change what the compilers do (the plan's own are keyed too).
 # TMPDIR is not among them: the host compile's key holds its temp paths, the others' outputs
 # get this run's paths written back.
@@ -172,7 +175,8 @@ class StepCache:
         if payload is None:
             self._count(prepared.tool, hit=False)
             return None
-        files, captures, combined = payload
+        header, files, captures = payload
+        combined = bool(header.get("combined", False))
         if len(files) != len(prepared.outputs) or not replayable(captures, stored_combined=combined,
                                                                  combined=prepared.combined):  # fmt: skip
             self._discard(path, prepared.key)
@@ -190,23 +194,39 @@ class StepCache:
         except OSError:
             return  # an output the step did not write after all: not worth caching
         hidden = [(fd, hide_names(data, prepared, text=True)) for fd, data in captures]
+        self.write_blob(prepared.key, prepared.tool, files, hidden, {"combined": prepared.combined})
+
+    def write_blob(self, key: str, tool: str, files: Sequence[bytes], captures: Sequence[tuple[int, bytes]],
+                   extra: Mapping | None = None) -> bool:  # fmt: skip
+        """One entry: files and captured output, with a header of ``extra`` fields."""
         header = json.dumps({
-            "tool": prepared.tool,
+            **(extra or {}),
+            "tool": tool,
             "files": [len(f) for f in files],
-            "captures": [[fd, len(data)] for fd, data in hidden],
-            "combined": prepared.combined,
+            "captures": [[fd, len(data)] for fd, data in captures],
         }).encode() + b"\n"  # fmt: skip
-        body = header + b"".join(files) + b"".join(data for _, data in hidden)
+        body = header + b"".join(files) + b"".join(data for _, data in captures)
         blob = FORMAT + hashlib.blake2b(body, digest_size=32).hexdigest().encode() + b"\n" + body
-        path = self.entry_path(prepared.key)
+        path = self.entry_path(key)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             write_atomically(path, blob)
         except OSError:
-            return
-        self._execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
-                      (prepared.key, prepared.tool, len(blob), time.time()))  # fmt: skip
+            return False
+        self._execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", (key, tool, len(blob), time.time()))
         self.evict()
+        return True
+
+    def read_blob(self, key: str) -> tuple[dict, list[bytes], list[tuple[int, bytes]]] | None:
+        """(header, files, captures) of an entry, marked as used; None if absent or corrupt."""
+        path = self.entry_path(key)
+        payload = self._read_entry(path)
+        if payload is not None:
+            self._execute("UPDATE entries SET last_used = ? WHERE key = ?", (time.time(), key))
+        return payload
+
+    def count(self, tool: str, *, hit: bool) -> None:
+        self._count(tool, hit=hit)
 
     def _read_entry(self, path: str):
         try:
@@ -232,7 +252,7 @@ class StepCache:
                 offset += size
             if offset != len(data):
                 raise ValueError("length")
-            return files, captures, bool(header.get("combined", False))
+            return header, files, captures
         except (ValueError, KeyError, TypeError):
             self._discard(path, os.path.basename(path))
             return None
@@ -262,8 +282,10 @@ class StepCache:
         count, size = entries[0] if entries else (0, 0)
         tools = {tool: {"hits": hits, "misses": misses}
                  for tool, hits, misses in self._execute("SELECT tool, hits, misses FROM counts ORDER BY tool")}  # fmt: skip
+        # Whole compiles served by direct mode (fast_nvcc/direct.py), apart from the steps.
+        direct = tools.pop("direct", {"hits": 0, "misses": 0})
         return {"directory": self.directory, "entries": count, "bytes": size, "limit": self.size_limit,
-                "tools": tools}  # fmt: skip
+                "direct": direct, "tools": tools}  # fmt: skip
 
     def clear(self) -> None:
         self.close()
@@ -317,7 +339,10 @@ class KeyMaker:
         return self._identities[program]
 
     def prepare(self, task: Task, *, combined_output: bool = False) -> Prepared | None:
-        policy = CACHEABLE.get(task.step.kind)
+        from .graph import Action
+        from .plan import Kind, output_paths, temp_mentions
+
+        policy = CACHEABLE.get(task.step.kind.value)
         if policy is None or task.action is not Action.EXEC or not task.argv:
             return None
         argv = list(task.argv)
@@ -366,7 +391,7 @@ class KeyMaker:
             outputs=tuple(outputs),
             names=tuple(names),
             tag=tag,
-            text=task.step.kind in TEXT_KINDS,
+            text=task.step.kind.value in TEXT_KINDS,
             combined=combined_output,
         )
 
@@ -446,6 +471,8 @@ def open_cache(env: Mapping[str, str]) -> StepCache:
 
 
 def main(argv: Sequence[str]) -> int:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="fast_nvcc cache", description="fast_nvcc's per-step compile cache")
     parser.add_argument("action", choices=("stats", "clear"))
     parser.add_argument("--json", action="store_true", help="stats as JSON")
@@ -467,8 +494,14 @@ def main(argv: Sequence[str]) -> int:
     print(f"cache directory  {stats['directory']}")
     print(f"entries          {stats['entries']}")
     print(f"size             {_human(stats['bytes'])} of {_human(stats['limit'])}")
+    direct = stats["direct"]
+    looked_up = direct["hits"] + direct["misses"]
+    if looked_up:
+        rate = f"{100 * direct['hits'] / looked_up:.0f}%"
+        print(f"\ncompiles looked up in direct mode: {looked_up}: direct hits {direct['hits']}, misses "
+              f"{direct['misses']} ({rate} served without running a step; the misses ran with the step cache)")  # fmt: skip
     if stats["tools"]:
-        print(f"\n{'tool':12} {'hits':>8} {'misses':>8} {'hit rate':>9}")
+        print(f"\nsteps run with the step cache\n{'tool':12} {'hits':>8} {'misses':>8} {'hit rate':>9}")
         for tool, counts in stats["tools"].items():
             total = counts["hits"] + counts["misses"]
             rate = f"{100 * counts['hits'] / total:.0f}%" if total else "-"

@@ -49,6 +49,7 @@ class Config:
     summary: bool = False
     log: str | None = None  # FAST_NVCC_LOG
     cache: bool = False  # --cache or FAST_NVCC_CACHE=1
+    direct: object = None  # the direct-mode lookup that missed (fast_nvcc/direct.py), to record this compile
 
     @property
     def wants_report(self) -> bool:
@@ -198,6 +199,8 @@ def _run_plan(
             if cache is not None:
                 cache[0].close()
         _remove_partial_outputs(dag, result.records, cwd=cwd)
+        if config.direct is not None and result.returncode == 0:
+            _record_direct(config, plan, dag, result, combine)
         if history is not None:
             history.record(_measurements(dag, result.records, owners))
             history.close()
@@ -223,6 +226,15 @@ def _run_plan(
         for sig, handler in previous.items():
             if signal.getsignal(sig) is _interrupt:
                 signal.signal(sig, handler)
+
+
+def _record_direct(config: Config, plan: Plan, dag: Dag, result: RunResult, combined: bool) -> None:
+    from . import direct
+
+    try:
+        direct.record(config.direct, plan=plan, dag=dag, records=result.records, combined=combined)
+    except Exception as exc:  # the compile is done and right; only its next lookup is lost
+        _say(config, f"direct mode: not recorded: {type(exc).__name__}: {exc}")
 
 
 def _handlers(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, combined: bool):
@@ -342,6 +354,8 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
     if config.summary:
         what = " ".join(os.path.basename(s) for s in sources) + " -> " + " ".join(os.path.relpath(o, cwd) for o in outputs)
         sys.stderr.write(reports.format_summary(report, what=what))
+        if config.direct is not None:
+            sys.stderr.write("  direct: " + "; ".join([config.direct.outcome, *config.direct.notes]) + "\n")
         sys.stderr.flush()
     if config.log:
         record = reports.log_record(
@@ -349,6 +363,11 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
             exit_code=result.returncode, wall_seconds=result.wall_seconds, started=started,
             mode="sequential" if config.sequential else "dag", report=report,
         )  # fmt: skip
+        if config.direct is not None:
+            cache = record.setdefault("cache", {"hits": 0, "misses": 0, "tools": {}})
+            cache["direct"] = config.direct.outcome
+            if config.direct.notes:
+                cache["direct_note"] = "; ".join(config.direct.notes)
         _try_report(lambda: reports.append_log(config.log, record), "FAST_NVCC_LOG")
 
 

@@ -26,16 +26,18 @@ def cache_dir(tmp_path) -> Path:
     return tmp_path / "cache"
 
 
-def cached_compile(nvcc, sources, tmp_path, cache_dir, args, *, env=None):
-    """One fast_nvcc --cache compile; returns (outcome, {tool: (hits, misses)})."""
+def cached_compile(nvcc, sources, tmp_path, cache_dir, args, *, env=None, direct=False):
+    """One fast_nvcc --cache compile (the per-step cache alone unless ``direct``); returns
+    (outcome, {tool: (hits, misses)})."""
     log = tmp_path / "log.jsonl"
     log.unlink(missing_ok=True)
     outcome = run_tool(
         fast_nvcc_command(nvcc, args, ["--cache"]),
         cwd=sources,
         tmpdir=tmp_path / "tmp",
-        env={"FAST_NVCC_CACHE_DIR": str(cache_dir), "FAST_NVCC_LOG": str(log), **(env or {})},
-    )
+        env={"FAST_NVCC_CACHE_DIR": str(cache_dir), "FAST_NVCC_LOG": str(log),
+             **({} if direct else {"FAST_NVCC_DIRECT": "0"}), **(env or {})},
+    )  # fmt: skip
     record = json.loads(log.read_text())
     tools = {tool: (c["hits"], c["misses"]) for tool, c in record.get("cache", {}).get("tools", {}).items()}
     return outcome, tools
@@ -221,7 +223,7 @@ def joined_compile(nvcc, sources, tmp_path, cache_dir, args, options):
     log = tmp_path / "joined.jsonl"
     log.unlink(missing_ok=True)
     env = {**os.environ, "FAST_NVCC_CACHE_DIR": str(cache_dir), "FAST_NVCC_LOG": str(log),
-           "TMPDIR": str(tmp_path / "tmp")}  # fmt: skip
+           "TMPDIR": str(tmp_path / "tmp"), "FAST_NVCC_DIRECT": "0"}  # fmt: skip
     (tmp_path / "tmp").mkdir(exist_ok=True)
     proc = subprocess.run(fast_nvcc_command(nvcc, args, ["--cache", *options]), cwd=sources, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
@@ -237,7 +239,7 @@ def test_reports_and_joined_output_change_no_key(nvcc, sources, tmp_path, cache_
     """The issue's case: --summary, read with 2>&1, missed every step.  How fast_nvcc's output
     is captured is no part of any key."""
     args = ["-c", "kernel.cu", "-Iinclude", "-arch=sm_80", "-o", "a.o"]
-    cached_compile(nvcc, sources, tmp_path, cache_dir, args, env={"FAST_NVCC_DIRECT": "0"})
+    cached_compile(nvcc, sources, tmp_path, cache_dir, args)
     proc, tools = joined_compile(nvcc, sources, tmp_path, cache_dir, args, options)
     assert proc.returncode == 0, proc.stdout
     assert tools == {"cudafe++": (1, 0), "cicc": (1, 0), "ptxas": (1, 0), "gcc -c": (1, 0)}
@@ -245,7 +247,7 @@ def test_reports_and_joined_output_change_no_key(nvcc, sources, tmp_path, cache_
 
 def test_warnings_kept_apart_replay_onto_one_file(nvcc, sources, tmp_path, cache_dir):
     args = ["-c", "warning.cu", *ARCHS_2]
-    cached_compile(nvcc, sources, tmp_path, cache_dir, args, env={"FAST_NVCC_DIRECT": "0"})
+    cached_compile(nvcc, sources, tmp_path, cache_dir, args)
     proc, tools = joined_compile(nvcc, sources, tmp_path, cache_dir, args, [])
     assert sum(m for _, m in tools.values()) == 0
     expected = subprocess.run([nvcc, *args], cwd=sources, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -254,16 +256,16 @@ def test_warnings_kept_apart_replay_onto_one_file(nvcc, sources, tmp_path, cache
 
 def test_object_name_is_not_in_the_host_compile_key(nvcc, sources, tmp_path, cache_dir):
     base = ["-c", "kernel.cu", "-Iinclude", *ARCHS_2]
-    cached_compile(nvcc, sources, tmp_path, cache_dir, [*base, "-o", "a.o"], env={"FAST_NVCC_DIRECT": "0"})
-    fast, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, [*base, "-o", "b.o"], env={"FAST_NVCC_DIRECT": "0"})
+    cached_compile(nvcc, sources, tmp_path, cache_dir, [*base, "-o", "a.o"])
+    fast, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, [*base, "-o", "b.o"])
     assert tools["gcc -c"] == (1, 0)
     assert_outputs_match_nvcc(nvcc, sources, tmp_path, [*base, "-o", "b.o"], fast)
 
 
 def test_object_name_stays_in_the_key_where_it_reaches_the_object(nvcc, sources, tmp_path, cache_dir):
     base = ["-c", "kernel.cu", "-Iinclude", "-arch=sm_80", "-Xcompiler", "-gsplit-dwarf,-g"]
-    cached_compile(nvcc, sources, tmp_path, cache_dir, [*base, "-o", "a.o"], env={"FAST_NVCC_DIRECT": "0"})
-    fast, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, [*base, "-o", "b.o"], env={"FAST_NVCC_DIRECT": "0"})
+    cached_compile(nvcc, sources, tmp_path, cache_dir, [*base, "-o", "a.o"])
+    fast, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, [*base, "-o", "b.o"])
     assert tools["gcc -c"] == (0, 1) and tools["cicc"] == (1, 0)
     assert fast.returncode == 0 and b"b.dwo" in fast.files["b.o"]
 
