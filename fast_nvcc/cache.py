@@ -49,13 +49,14 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from typing import TYPE_CHECKING
 
 from .errors import FastNvccError
 from .files import read_bytes, write_atomically
 from .history import cache_directory
+
 if TYPE_CHECKING:
     from .graph import Task
 
@@ -338,12 +339,15 @@ class KeyMaker:
                 self._identities[program] = program
         return self._identities[program]
 
-    def prepare(self, task: Task, *, combined_output: bool = False) -> Prepared | None:
+    def prepare(self, task: Task, *, combined_output: bool = False, assembly: str | None = None) -> Prepared | None:
+        """The key of ``task``; for a split host compile's front, of the ``assembly`` cc1plus
+        writes from the placeholder .fatbin.c (hostsplit.py), which stands where the real one
+        will be and is hashed as it."""
         from .graph import Action
         from .plan import Kind, output_paths, temp_mentions
 
         policy = CACHEABLE.get(task.step.kind.value)
-        if policy is None or task.action is not Action.EXEC or not task.argv:
+        if policy is None or task.action not in (Action.EXEC, Action.HOST_FRONT, Action.HOST_BACK) or not task.argv:
             return None
         argv = list(task.argv)
         mentions = temp_mentions(argv)
@@ -384,7 +388,10 @@ class KeyMaker:
             "inputs": sorted(inputs),
             "outputs": len(outputs),
             "cwd": cwd,
+            "part": "assembly" if assembly else "",
         })  # fmt: skip
+        if assembly:
+            outputs = [assembly]
         return Prepared(
             key=hashlib.blake2b(material.encode(), digest_size=20).hexdigest(),
             tool=task.step.tool,
@@ -544,3 +551,72 @@ def exec_handler(cache: StepCache, keys: KeyMaker, *, combined_output: bool):
             cache.store(prepared, [(fd, read_bytes(path)) for fd, path in record.captures])
 
     return Handler(run_cached)
+
+
+class HostCache:
+    """The step cache for a split host compile (hostsplit.run_front/run_back): the front's
+    assembly, keyed on what cc1plus reads (the placeholder in place of the .fatbin.c), and the
+    object, keyed as an unsplit host compile's once the real .fatbin.c is there."""
+
+    def __init__(self, cache: StepCache, keys: KeyMaker, *, combined_output: bool) -> None:
+        self.cache = cache
+        self.keys = keys
+        self.combined = combined_output
+        self._prepared: dict[tuple[int, str], Prepared] = {}
+
+    def fetch_assembly(self, run, assembly: str) -> list[tuple[int, str]] | None:
+        """The assembly of a hit written to ``assembly``; cc1plus's output as capture files."""
+        prepared = self.keys.prepare(run.task, combined_output=self.combined, assembly=assembly)
+        if prepared is None:
+            return None
+        prepared = replace(prepared, tool="cc1plus")
+        self._prepared[(run.task.id, "assembly")] = prepared
+        captures = self.cache.fetch(prepared)
+        run.record.cached = captures is not None
+        if captures is None:
+            return None
+        paths = []
+        for fd, data in captures:
+            path = os.path.join(run.workdir, f"{run.task.id}cc1-cached.{fd}")
+            with open(path, "wb") as handle:
+                handle.write(data)
+            paths.append((fd, path))
+        return paths
+
+    def store_assembly(self, run, captures: Sequence[tuple[int, str]]) -> None:
+        prepared = self._prepared.get((run.task.id, "assembly"))
+        if prepared is not None:
+            self.cache.store(prepared, [(fd, read_bytes(path)) for fd, path in captures])
+
+    def fetch_object(self, run) -> bool:
+        """Serve the whole host compile (object restored, its output replayed); True on a hit."""
+        prepared = self.keys.prepare(run.task, combined_output=self.combined)
+        if prepared is None:
+            return False
+        self._prepared[(run.task.id, "object")] = prepared
+        captures = self.cache.fetch(prepared)
+        run.record.cached = captures is not None
+        if captures is None:
+            return False
+        for fd, data in captures:
+            run.capture(fd, data)
+        run.finish(0)
+        return True
+
+    def store_object(self, run) -> None:
+        from .scheduler import State
+
+        prepared = self._prepared.get((run.task.id, "object"))
+        if prepared is not None and run.record.state is State.DONE:
+            self.cache.store(prepared, [(fd, read_bytes(path)) for fd, path in run.record.captures])
+
+
+def host_handlers(cache: StepCache, keys: KeyMaker, *, combined_output: bool):
+    """The split host compile's two tasks, with the step cache (see HostCache)."""
+    from .graph import Action
+    from .hostsplit import run_back, run_front
+    from .scheduler import Handler
+
+    host = HostCache(cache, keys, combined_output=combined_output)
+    return {Action.HOST_FRONT: Handler(lambda run: run_front(run, host)),
+            Action.HOST_BACK: Handler(lambda run: run_back(run, host))}  # fmt: skip

@@ -242,9 +242,10 @@ def _handlers(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, com
     handlers = {}
     cache = _open_cache(config, nvcc, plan, cwd, workdir, combined)
     if cache is not None:
-        from .cache import exec_handler
+        from .cache import exec_handler, host_handlers
 
         handlers[Action.EXEC] = exec_handler(*cache, combined_output=combined)
+        handlers.update(host_handlers(*cache, combined_output=combined))
     return handlers, cache
 
 
@@ -309,13 +310,9 @@ def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]
 
 def _splits_host(config: Config) -> bool:
     """Start the host compile before fatbinary (fast_nvcc/hostsplit.py)?  Not in the faithful
-    mode, nor where the .fatbin.c is watched: the cache keys the compile on it, --save copies
-    it as fatbinary's output."""
-    if config.faithful or config.save_dir or os.environ.get("FAST_NVCC_SPLIT_HOST", "1") == "0":
-        return False
-    from .cache import cache_enabled
-
-    return not cache_enabled(os.environ, config.cache)
+    mode, nor where the .fatbin.c is watched: --save copies it as fatbinary's output.  With the
+    cache, the front's assembly and the back's object are cached (cache.HostCache)."""
+    return not (config.faithful or config.save_dir or os.environ.get("FAST_NVCC_SPLIT_HOST", "1") == "0")
 
 
 def _dag_for(config: Config, plan: Plan, workdir: str) -> Dag:

@@ -26,8 +26,9 @@ def cache_dir(tmp_path) -> Path:
     return tmp_path / "cache"
 
 
-def cached_compile(nvcc, sources, tmp_path, cache_dir, args, *, env=None, direct=False):
-    """One fast_nvcc --cache compile (the per-step cache alone unless ``direct``); returns
+def cached_compile(nvcc, sources, tmp_path, cache_dir, args, *, env=None, direct=False, split=False):
+    """One fast_nvcc --cache compile: the per-step cache alone, unless ``direct`` (direct mode,
+    tests/test_direct.py) or ``split`` (the host compile split around fatbinary); returns
     (outcome, {tool: (hits, misses)})."""
     log = tmp_path / "log.jsonl"
     log.unlink(missing_ok=True)
@@ -36,7 +37,8 @@ def cached_compile(nvcc, sources, tmp_path, cache_dir, args, *, env=None, direct
         cwd=sources,
         tmpdir=tmp_path / "tmp",
         env={"FAST_NVCC_CACHE_DIR": str(cache_dir), "FAST_NVCC_LOG": str(log),
-             **({} if direct else {"FAST_NVCC_DIRECT": "0"}), **(env or {})},
+             **({} if direct else {"FAST_NVCC_DIRECT": "0"}), **({} if split else {"FAST_NVCC_SPLIT_HOST": "0"}),
+             **(env or {})},
     )  # fmt: skip
     record = json.loads(log.read_text())
     tools = {tool: (c["hits"], c["misses"]) for tool, c in record.get("cache", {}).get("tools", {}).items()}
@@ -320,3 +322,32 @@ def test_gcc_object_depends_on_its_name_only_under_name_reaches(host_compile, tm
         assert same_name and same_dir
     else:
         assert not (same_name and same_dir)
+
+
+# -- the split host compile with the cache ---------------------------------------------------
+
+
+def test_split_host_compile_with_the_cache(nvcc, sources, tmp_path, cache_dir):
+    """The host compile starts before fatbinary with --cache too: cc1plus's assembly is cached
+    on what it reads (the placeholder .fatbin.c), the object once the real one is there."""
+    trap = sources / "trap.cu"
+    template = (
+        "#ifdef __CUDA_ARCH__\n__device__ int value() { return %d; }\n#else\nint value() { return 0; }\n#endif\n"
+        "__global__ void k(int *p) {\n#ifdef __CUDA_ARCH__\n p[0] = value();\n#endif\n}\n"
+    )
+    trap.write_text(template % 1)
+    args = ["-c", "trap.cu", *ARCHS_2]
+    # The first compile with this cache directory teaches the placeholder (hostsplit.py).
+    cached_compile(nvcc, sources, tmp_path, cache_dir, ["-c", "kernel.cu", "-Iinclude", "-arch=sm_80"], split=True)
+    cold, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, args, split=True)
+    assert tools["cc1plus"] == (0, 1) and tools["as"] == (0, 1)  # split, and stored
+    assert_outputs_match_nvcc(nvcc, sources, tmp_path, args, cold)
+    warm, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, args, split=True)
+    assert tools["cc1plus"] == (1, 0) and tools["gcc -c"] == (1, 0)
+    assert_outputs_match_nvcc(nvcc, sources, tmp_path, args, warm)
+    # Device code changed, host code not: cudafe++'s output and so the assembly are the same;
+    # only as runs, on the new fatbinary's data.
+    trap.write_text(template % 2)
+    device, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, args, split=True)
+    assert tools["cicc"] == (0, 2) and tools["cc1plus"] == (1, 0) and tools["as"] == (0, 1)
+    assert_outputs_match_nvcc(nvcc, sources, tmp_path, args, device)
