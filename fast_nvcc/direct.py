@@ -100,9 +100,8 @@ def attempt(explicit_nvcc: str | None, args: Sequence[str], options: Options, *,
     record the compile under (None when direct mode does not apply)."""
     started_ns = time.time_ns()
     started = time.monotonic()
-    from .cache import cache_enabled
-
-    if not cache_enabled(env, options.cache) or env.get("FAST_NVCC_DIRECT", "1") == "0":
+    # As cache.cache_enabled, without importing the cache when it is off.
+    if not (options.cache or env.get("FAST_NVCC_CACHE", "") not in ("", "0")) or env.get("FAST_NVCC_DIRECT", "1") == "0":
         return None
     if env.get("FAST_NVCC_DISABLE", "") not in ("", "0") or any(env.get(n) for n in SIDE_OUTPUTS):
         return None

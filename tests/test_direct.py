@@ -204,3 +204,40 @@ def test_summary_and_stats_say_what_served(nvcc, src, tmp_path, cache_dir):
     text = subprocess.run(fast_nvcc_command(nvcc, [])[:3] + ["cache", "stats"], env=env, capture_output=True,
                           text=True, check=True).stdout  # fmt: skip
     assert "direct hits" in text
+
+
+@pytest.mark.cmake
+def test_fresh_cmake_build_directory_is_served_from_the_cache(nvcc, tmp_path, cache_dir):
+    """FAST_NVCC_CACHE=1 with fast_nvcc as CMake's launcher: a second, fresh build directory of
+    the unchanged project compiles nothing; its objects are plain nvcc's."""
+    from test_cmake import EXAMPLE, build, configure, needs, objects
+
+    needs("cmake")
+    needs("ninja")
+    source = tmp_path / "example"
+    shutil.copytree(EXAMPLE, source)
+    settle(*[p for p in source.rglob("*") if p.is_file()])
+    for name, launch in (("plain", False), ("first", True), ("second", True)):
+        configure(source, tmp_path / name, "Ninja", nvcc, use_launcher=launch)
+    log = tmp_path / "build-log.jsonl"
+    env = {"FAST_NVCC_CACHE": "1", "FAST_NVCC_CACHE_DIR": str(cache_dir), "FAST_NVCC_LOG": str(log)}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        build(tmp_path / "first")
+        log.unlink()
+        build(tmp_path / "second")
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    build(tmp_path / "plain")
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    compiles = [r for r in records if "-c" in r["args"] or "-dc" in r["args"]]
+    assert len(compiles) == 5 and all(direct_outcome(r) == "hit" for r in compiles)
+    expected, got = objects(tmp_path / "plain"), objects(tmp_path / "second")
+    assert sorted(got) == sorted(expected)
+    for name, data in expected.items():
+        assert mask(got[name]) == mask(data), name
