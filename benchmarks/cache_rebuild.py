@@ -13,7 +13,8 @@ targets, or heavy.cu (--source heavy) for eight:
 
 Each scenario starts from an empty cache directory that knows the split host compile's
 placeholder (learned once per machine and fatbinary, fast_nvcc/hostsplit.py), as any cache
-directory does after its first compile.
+directory does after its first compile, and no step costs (history.sqlite, which decides the
+order of the steps); so does the compile without --cache it is compared with.
 
 Each row: wall time, how the compile was served (direct hit, or hits/misses per tool, from
 FAST_NVCC_LOG), the ratio to that scenario's cold compile; plain nvcc and `nvcc --dryrun` are
@@ -84,8 +85,11 @@ class Runner:
         self.identical &= masked(self.work / "plain.o") == masked(self.work / "fast.o")
 
     def uncached(self, args: list[str]) -> float:
-        """fast_nvcc without --cache: what a cold --cache compile must not be slower than."""
-        env = fast_nvcc_env()
+        """fast_nvcc without --cache: what a cold --cache compile must not be slower than.  Its
+        state directory, like each scenario's, knows the placeholder and no step costs."""
+        state = self.work / "state-uncached"
+        shutil.copytree(self.work / "cache-teach" / "fatbin-templates", state / "fatbin-templates")
+        env = fast_nvcc_env({"FAST_NVCC_CACHE_DIR": str(state)})
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         return timed([*fast_nvcc_command(), "--nvcc", self.nvcc, "--", *args, "-o", "fast.o"], cwd=self.work, env=env)
 
