@@ -14,7 +14,21 @@ What a key covers, and why:
   host compile the stub and the .fatbin.c that the .cudafe1.cpp #includes;
 * the plan's variables (but PATH: the tool is identified by its binary) and the caller's
   variables that change what a compiler does (LANG, CPATH, SOURCE_DATE_EPOCH, ...);
-* the working directory, except for ptxas, whose only paths are temporary.
+* the working directory, except for ptxas, whose only paths are temporary, and for a host
+  compile none of whose options lets the object depend on it (below).
+
+What a key leaves out, and why:
+
+* how fast_nvcc's own output is captured (stdout and stderr apart, or one file as on a
+  terminal): a report flag such as ``--summary ... 2>&1`` must not change any key.  The entry
+  says how its output was captured; an entry captured apart replays onto one file unless one
+  step wrote to both streams (their interleaving is lost), and one captured as one file
+  replays apart only when it is empty.  Anything else is a miss, and the step's new entry
+  replaces it;
+* the host compile's object name (``-o a.o`` vs ``-o b.o``) and the working directory, unless
+  one of its options lets them reach the object or make files named after it (``-g``,
+  ``-gsplit-dwarf``, ``--coverage``, ``-fprofile-*``, ``-flto``, ``-save-temps``, gcc's ``-M``
+  flags, ...: ``NAME_REACHES``; measured with gcc 12 in tests/test_cache.py).
 
 Preprocessing always runs: its output is part of the key.  A hit writes the outputs and replays
 the step's stdout and stderr, so warnings come back as they were.  Entries are written to a
@@ -25,7 +39,6 @@ hit/miss counts; past FAST_NVCC_CACHE_SIZE the least recently used entries go.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -36,25 +49,38 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from typing import TYPE_CHECKING
 
 from .errors import FastNvccError
 from .files import read_bytes, write_atomically
-from .graph import Action, Task
 from .history import cache_directory
-from .plan import TEMP_TAG, Kind, output_paths, temp_mentions
+
+if TYPE_CHECKING:
+    from .graph import Task
 
 FORMAT = b"fast_nvcc step cache 1\n"
 DEFAULT_SIZE = 5 * 1024**3
-CACHEABLE = {Kind.CUDAFE: "placeholders", Kind.CICC: "placeholders", Kind.PTXAS: "placeholders",
-             Kind.HOST_COMPILE: "exact"}  # fmt: skip
-TEXT_KINDS = {Kind.CUDAFE, Kind.CICC}  # their outputs are C/PTX/module_id text
+# By plan.Kind value (the plan module is imported only where keys are made: a direct-mode hit
+# needs none of it).
+CACHEABLE = {"cudafe++": "placeholders", "cicc": "placeholders", "ptxas": "placeholders", "host-compile": "exact"}
+TEXT_KINDS = {"cudafe++", "cicc"}  # their outputs are C/PTX/module_id text
+TEMP_TAG = re.compile(r"tmpxft_([0-9a-f]{8})_([0-9a-f]{8})")  # as plan.TEMP_TAG
 # The caller's variables that change what the compilers do (the plan's own are keyed too).
 # TMPDIR is not among them: the host compile's key holds its temp paths, the others' outputs
 # get this run's paths written back.
 ENVIRONMENT = ("LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "CPATH", "C_INCLUDE_PATH",
                "CPLUS_INCLUDE_PATH", "GCC_EXEC_PREFIX", "COMPILER_PATH", "SOURCE_DATE_EPOCH")  # fmt: skip
 TAG_PLACEHOLDER = b"tmpxft_@@@@@@@@_@@@@@@@@"
+# Host-compiler options under which gcc's object depends on its own name or on the working
+# directory, or gcc writes more files named after the object (measured with gcc 12: -o a.o
+# and -o b.o give the same bytes without these; -g embeds the directory, -gsplit-dwarf the .dwo
+# name, --coverage/-fprofile-* the .gcda name, -flto its own name).  -g0 turns -g off.
+NAME_REACHES = ("-g", "-flto", "-fprofile", "--coverage", "-ftest-coverage", "-save-temps", "--save-temps",
+                "-M", "-Wa,", "-Wp,", "-fdump", "-aux-info", "-fstack-usage", "-fcallgraph-info", "-fopt-info",
+                "-dump", "-auxbase", "-fplugin", "-specs", "--specs", "-fdebug", "-ffile-prefix",
+                "-fmacro-prefix", "-frandom-seed")  # fmt: skip
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", re.IGNORECASE)
 
 
@@ -84,6 +110,7 @@ class Prepared:
     names: tuple[tuple[bytes, bytes], ...]  # (current spelling, placeholder), longest first
     tag: bytes  # this run's tmpxft_<pid>_<n>
     text: bool
+    combined: bool = False  # this run captures each step's stdout and stderr as one file
 
     def hiding(self) -> tuple[re.Pattern[bytes], dict[bytes, bytes]] | None:
         """One pattern for all of this run's names (longest first, so a name is never cut
@@ -149,8 +176,10 @@ class StepCache:
         if payload is None:
             self._count(prepared.tool, hit=False)
             return None
-        files, captures = payload
-        if len(files) != len(prepared.outputs):
+        header, files, captures = payload
+        combined = bool(header.get("combined", False))
+        if len(files) != len(prepared.outputs) or not replayable(captures, stored_combined=combined,
+                                                                 combined=prepared.combined):  # fmt: skip
             self._discard(path, prepared.key)
             self._count(prepared.tool, hit=False)
             return None
@@ -166,22 +195,39 @@ class StepCache:
         except OSError:
             return  # an output the step did not write after all: not worth caching
         hidden = [(fd, hide_names(data, prepared, text=True)) for fd, data in captures]
+        self.write_blob(prepared.key, prepared.tool, files, hidden, {"combined": prepared.combined})
+
+    def write_blob(self, key: str, tool: str, files: Sequence[bytes], captures: Sequence[tuple[int, bytes]],
+                   extra: Mapping | None = None) -> bool:  # fmt: skip
+        """One entry: files and captured output, with a header of ``extra`` fields."""
         header = json.dumps({
-            "tool": prepared.tool,
+            **(extra or {}),
+            "tool": tool,
             "files": [len(f) for f in files],
-            "captures": [[fd, len(data)] for fd, data in hidden],
+            "captures": [[fd, len(data)] for fd, data in captures],
         }).encode() + b"\n"  # fmt: skip
-        body = header + b"".join(files) + b"".join(data for _, data in hidden)
+        body = header + b"".join(files) + b"".join(data for _, data in captures)
         blob = FORMAT + hashlib.blake2b(body, digest_size=32).hexdigest().encode() + b"\n" + body
-        path = self.entry_path(prepared.key)
+        path = self.entry_path(key)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             write_atomically(path, blob)
         except OSError:
-            return
-        self._execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
-                      (prepared.key, prepared.tool, len(blob), time.time()))  # fmt: skip
+            return False
+        self._execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", (key, tool, len(blob), time.time()))
         self.evict()
+        return True
+
+    def read_blob(self, key: str) -> tuple[dict, list[bytes], list[tuple[int, bytes]]] | None:
+        """(header, files, captures) of an entry, marked as used; None if absent or corrupt."""
+        path = self.entry_path(key)
+        payload = self._read_entry(path)
+        if payload is not None:
+            self._execute("UPDATE entries SET last_used = ? WHERE key = ?", (time.time(), key))
+        return payload
+
+    def count(self, tool: str, *, hit: bool) -> None:
+        self._count(tool, hit=hit)
 
     def _read_entry(self, path: str):
         try:
@@ -207,7 +253,7 @@ class StepCache:
                 offset += size
             if offset != len(data):
                 raise ValueError("length")
-            return files, captures
+            return header, files, captures
         except (ValueError, KeyError, TypeError):
             self._discard(path, os.path.basename(path))
             return None
@@ -237,8 +283,10 @@ class StepCache:
         count, size = entries[0] if entries else (0, 0)
         tools = {tool: {"hits": hits, "misses": misses}
                  for tool, hits, misses in self._execute("SELECT tool, hits, misses FROM counts ORDER BY tool")}  # fmt: skip
+        # Whole compiles served by direct mode (fast_nvcc/direct.py), apart from the steps.
+        direct = tools.pop("direct", {"hits": 0, "misses": 0})
         return {"directory": self.directory, "entries": count, "bytes": size, "limit": self.size_limit,
-                "tools": tools}  # fmt: skip
+                "direct": direct, "tools": tools}  # fmt: skip
 
     def clear(self) -> None:
         self.close()
@@ -248,6 +296,18 @@ class StepCache:
                 os.remove(os.path.join(self.directory, name))
             except OSError:
                 pass
+
+
+def replayable(captures: Sequence[tuple[int, bytes]], *, stored_combined: bool, combined: bool) -> bool:
+    """May output captured one way be replayed onto streams arranged the other way?  Output
+    kept as one file cannot be split again; output kept apart can be joined unless both
+    streams hold something (their interleaving was not kept)."""
+    if stored_combined == combined:
+        return True
+    written = {fd for fd, data in captures if data}
+    if stored_combined:
+        return not written
+    return len(written) < 2
 
 
 # -- keys ---------------------------------------------------------------------------------
@@ -279,9 +339,15 @@ class KeyMaker:
                 self._identities[program] = program
         return self._identities[program]
 
-    def prepare(self, task: Task, *, combined_output: bool = False) -> Prepared | None:
-        policy = CACHEABLE.get(task.step.kind)
-        if policy is None or task.action is not Action.EXEC or not task.argv:
+    def prepare(self, task: Task, *, combined_output: bool = False, assembly: str | None = None) -> Prepared | None:
+        """The key of ``task``; for a split host compile's front, of the ``assembly`` cc1plus
+        writes from the placeholder .fatbin.c (hostsplit.py), which stands where the real one
+        will be and is hashed as it."""
+        from .graph import Action
+        from .plan import Kind, output_paths, temp_mentions
+
+        policy = CACHEABLE.get(task.step.kind.value)
+        if policy is None or task.action not in (Action.EXEC, Action.HOST_FRONT, Action.HOST_BACK) or not task.argv:
             return None
         argv = list(task.argv)
         mentions = temp_mentions(argv)
@@ -299,6 +365,11 @@ class KeyMaker:
             normal_argv = [_replace_all(word, replacements) for word in argv[1:]]
         else:
             normal_argv = [_normal(word) for word in argv[1:]]
+        outputs = [os.path.join(self.cwd, p) for p in output_paths(task.step.kind, argv)]
+        cwd: str | None = None if task.step.kind is Kind.PTXAS else self.cwd
+        if task.step.kind is Kind.HOST_COMPILE and not name_reaches_object(argv):
+            normal_argv = _without_output_name(normal_argv)
+            cwd = None
         tag_match = TEMP_TAG.search(" ".join(argv))
         tag = tag_match.group(0).encode() if tag_match else b""
         inputs = []
@@ -310,25 +381,49 @@ class KeyMaker:
                 return None  # a missing input: let the step run and say what is wrong
             label = _replace_all(path, [(o.decode(), n.decode()) for o, n in names]) if names else _normal(path)
             inputs.append((label, digest))
-        outputs = [os.path.join(self.cwd, p) for p in output_paths(task.step.kind, argv)]
         material = json.dumps({
             "common": self.common,
             "tool": self.identity(argv[0]),
             "argv": normal_argv,
             "inputs": sorted(inputs),
             "outputs": len(outputs),
-            "cwd": None if task.step.kind is Kind.PTXAS else self.cwd,
-            # stdout and stderr captured together (a terminal) or apart: replayed the same way
-            "combined": combined_output,
+            "cwd": cwd,
+            "part": "assembly" if assembly else "",
         })  # fmt: skip
+        if assembly:
+            outputs = [assembly]
         return Prepared(
             key=hashlib.blake2b(material.encode(), digest_size=20).hexdigest(),
             tool=task.step.tool,
             outputs=tuple(outputs),
             names=tuple(names),
             tag=tag,
-            text=task.step.kind in TEXT_KINDS,
+            text=task.step.kind.value in TEXT_KINDS,
+            combined=combined_output,
         )
+
+
+def name_reaches_object(argv: Sequence[str]) -> bool:
+    """Does any of the host compile's options let the object depend on its name or the
+    working directory (NAME_REACHES)?"""
+    return any(word != "-g0" and word.startswith(NAME_REACHES) for word in argv[1:])
+
+
+def _without_output_name(argv: list[str]) -> list[str]:
+    """gcc's ``-o NAME`` with the name left out (``-oNAME`` too)."""
+    result, skip = [], False
+    for word in argv:
+        if skip:
+            result.append("@@OUTPUT@@")
+            skip = False
+        elif word == "-o":
+            result.append(word)
+            skip = True
+        elif word.startswith("-o") and len(word) > 2:
+            result.append("-o@@OUTPUT@@")
+        else:
+            result.append(word)
+    return result
 
 
 _PLACEHOLDER = re.compile(rb"@@FN[TB]\d+@@")
@@ -383,6 +478,8 @@ def open_cache(env: Mapping[str, str]) -> StepCache:
 
 
 def main(argv: Sequence[str]) -> int:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="fast_nvcc cache", description="fast_nvcc's per-step compile cache")
     parser.add_argument("action", choices=("stats", "clear"))
     parser.add_argument("--json", action="store_true", help="stats as JSON")
@@ -404,8 +501,14 @@ def main(argv: Sequence[str]) -> int:
     print(f"cache directory  {stats['directory']}")
     print(f"entries          {stats['entries']}")
     print(f"size             {_human(stats['bytes'])} of {_human(stats['limit'])}")
+    direct = stats["direct"]
+    looked_up = direct["hits"] + direct["misses"]
+    if looked_up:
+        rate = f"{100 * direct['hits'] / looked_up:.0f}%"
+        print(f"\ncompiles looked up in direct mode: {looked_up}: direct hits {direct['hits']}, misses "
+              f"{direct['misses']} ({rate} served without running a step; the misses ran with the step cache)")  # fmt: skip
     if stats["tools"]:
-        print(f"\n{'tool':12} {'hits':>8} {'misses':>8} {'hit rate':>9}")
+        print(f"\nsteps run with the step cache\n{'tool':12} {'hits':>8} {'misses':>8} {'hit rate':>9}")
         for tool, counts in stats["tools"].items():
             total = counts["hits"] + counts["misses"]
             rate = f"{100 * counts['hits'] / total:.0f}%" if total else "-"
@@ -448,3 +551,72 @@ def exec_handler(cache: StepCache, keys: KeyMaker, *, combined_output: bool):
             cache.store(prepared, [(fd, read_bytes(path)) for fd, path in record.captures])
 
     return Handler(run_cached)
+
+
+class HostCache:
+    """The step cache for a split host compile (hostsplit.run_front/run_back): the front's
+    assembly, keyed on what cc1plus reads (the placeholder in place of the .fatbin.c), and the
+    object, keyed as an unsplit host compile's once the real .fatbin.c is there."""
+
+    def __init__(self, cache: StepCache, keys: KeyMaker, *, combined_output: bool) -> None:
+        self.cache = cache
+        self.keys = keys
+        self.combined = combined_output
+        self._prepared: dict[tuple[int, str], Prepared] = {}
+
+    def fetch_assembly(self, run, assembly: str) -> list[tuple[int, str]] | None:
+        """The assembly of a hit written to ``assembly``; cc1plus's output as capture files."""
+        prepared = self.keys.prepare(run.task, combined_output=self.combined, assembly=assembly)
+        if prepared is None:
+            return None
+        prepared = replace(prepared, tool="cc1plus")
+        self._prepared[(run.task.id, "assembly")] = prepared
+        captures = self.cache.fetch(prepared)
+        run.record.cached = captures is not None
+        if captures is None:
+            return None
+        paths = []
+        for fd, data in captures:
+            path = os.path.join(run.workdir, f"{run.task.id}cc1-cached.{fd}")
+            with open(path, "wb") as handle:
+                handle.write(data)
+            paths.append((fd, path))
+        return paths
+
+    def store_assembly(self, run, captures: Sequence[tuple[int, str]]) -> None:
+        prepared = self._prepared.get((run.task.id, "assembly"))
+        if prepared is not None:
+            self.cache.store(prepared, [(fd, read_bytes(path)) for fd, path in captures])
+
+    def fetch_object(self, run) -> bool:
+        """Serve the whole host compile (object restored, its output replayed); True on a hit."""
+        prepared = self.keys.prepare(run.task, combined_output=self.combined)
+        if prepared is None:
+            return False
+        self._prepared[(run.task.id, "object")] = prepared
+        captures = self.cache.fetch(prepared)
+        run.record.cached = captures is not None
+        if captures is None:
+            return False
+        for fd, data in captures:
+            run.capture(fd, data)
+        run.finish(0)
+        return True
+
+    def store_object(self, run) -> None:
+        from .scheduler import State
+
+        prepared = self._prepared.get((run.task.id, "object"))
+        if prepared is not None and run.record.state is State.DONE:
+            self.cache.store(prepared, [(fd, read_bytes(path)) for fd, path in run.record.captures])
+
+
+def host_handlers(cache: StepCache, keys: KeyMaker, *, combined_output: bool):
+    """The split host compile's two tasks, with the step cache (see HostCache)."""
+    from .graph import Action
+    from .hostsplit import run_back, run_front
+    from .scheduler import Handler
+
+    host = HostCache(cache, keys, combined_output=combined_output)
+    return {Action.HOST_FRONT: Handler(lambda run: run_front(run, host)),
+            Action.HOST_BACK: Handler(lambda run: run_back(run, host))}  # fmt: skip

@@ -140,26 +140,40 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import os
 
-    from .driver import Config, run
     from .errors import FastNvccError
 
-    config = Config(
-        nvcc=nvcc or options.nvcc,
-        jobs=options.jobs,
-        faithful=options.faithful,
-        sequential=options.sequential,
-        verbose=options.verbose,
-        graph=options.graph,
-        table=options.table,
-        trace=options.trace,
-        plan_listing=options.plan_listing,
-        save_dir=options.save_dir,
-        summary=options.summary,
-        log=os.environ.get("FAST_NVCC_LOG") or None,
-        cache=options.cache,
-        device_trace=options.device_trace or os.environ.get("FAST_NVCC_DEVICE_TRACE", "0") not in ("", "0"),
-    )
+    log = os.environ.get("FAST_NVCC_LOG") or None
+    device_trace = options.device_trace or os.environ.get("FAST_NVCC_DEVICE_TRACE", "0") not in ("", "0")
     try:
+        # Before the driver's imports: a direct-mode cache hit needs none of them.
+        from . import direct
+
+        steps_wanted = bool(options.graph or options.table or options.trace or options.plan_listing
+                            or options.save_dir or options.faithful or device_trace)  # fmt: skip
+        lookup = direct.attempt(nvcc or options.nvcc, nvcc_args, direct.Options(
+            cache=options.cache, summary=options.summary, verbose=options.verbose, log=log,
+            steps_wanted=steps_wanted))  # fmt: skip
+        if isinstance(lookup, int):
+            return lookup
+        from .driver import Config, run
+
+        config = Config(
+            nvcc=nvcc or options.nvcc,
+            jobs=options.jobs,
+            faithful=options.faithful,
+            sequential=options.sequential,
+            verbose=options.verbose,
+            graph=options.graph,
+            table=options.table,
+            trace=options.trace,
+            plan_listing=options.plan_listing,
+            save_dir=options.save_dir,
+            summary=options.summary,
+            log=log,
+            cache=options.cache,
+            device_trace=device_trace,
+            direct=lookup,
+        )
         return run(config, nvcc_args)
     except FastNvccError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

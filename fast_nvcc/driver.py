@@ -50,6 +50,7 @@ class Config:
     log: str | None = None  # FAST_NVCC_LOG
     cache: bool = False  # --cache or FAST_NVCC_CACHE=1
     device_trace: bool = False  # --device-trace or FAST_NVCC_DEVICE_TRACE=1
+    direct: object = None  # the direct-mode lookup that missed (fast_nvcc/direct.py), to record this compile
 
     @property
     def wants_report(self) -> bool:
@@ -207,6 +208,8 @@ def _run_plan(
             if cache is not None:
                 cache[0].close()
         _remove_partial_outputs(dag, result.records, cwd=cwd)
+        if config.direct is not None and result.returncode == 0 and traces is None:
+            _record_direct(config, plan, dag, result, combine)
         if history is not None:
             history.record(_measurements(dag, result.records, owners))
             history.close()
@@ -242,14 +245,24 @@ def _run_plan(
                 signal.signal(sig, handler)
 
 
+def _record_direct(config: Config, plan: Plan, dag: Dag, result: RunResult, combined: bool) -> None:
+    from . import direct
+
+    try:
+        direct.record(config.direct, plan=plan, dag=dag, records=result.records, combined=combined)
+    except Exception as exc:  # the compile is done and right; only its next lookup is lost
+        _say(config, f"direct mode: not recorded: {type(exc).__name__}: {exc}")
+
+
 def _handlers(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, combined: bool):
     """Handlers this invocation adds to the scheduler's own (graph.HANDLED_BY): the cache's."""
     handlers = {}
     cache = _open_cache(config, nvcc, plan, cwd, workdir, combined)
     if cache is not None:
-        from .cache import exec_handler
+        from .cache import exec_handler, host_handlers
 
         handlers[Action.EXEC] = exec_handler(*cache, combined_output=combined)
+        handlers.update(host_handlers(*cache, combined_output=combined))
     return handlers, cache
 
 
@@ -314,13 +327,9 @@ def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]
 
 def _splits_host(config: Config) -> bool:
     """Start the host compile before fatbinary (fast_nvcc/hostsplit.py)?  Not in the faithful
-    mode, nor where the .fatbin.c is watched: the cache keys the compile on it, --save copies
-    it as fatbinary's output."""
-    if config.faithful or config.save_dir or os.environ.get("FAST_NVCC_SPLIT_HOST", "1") == "0":
-        return False
-    from .cache import cache_enabled
-
-    return not cache_enabled(os.environ, config.cache)
+    mode, nor where the .fatbin.c is watched: --save copies it as fatbinary's output.  With the
+    cache, the front's assembly and the back's object are cached (cache.HostCache)."""
+    return not (config.faithful or config.save_dir or os.environ.get("FAST_NVCC_SPLIT_HOST", "1") == "0")
 
 
 def _dag_for(config: Config, plan: Plan, workdir: str) -> Dag:
@@ -403,6 +412,8 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
     if config.summary:
         what = " ".join(os.path.basename(s) for s in sources) + " -> " + " ".join(os.path.relpath(o, cwd) for o in outputs)
         sys.stderr.write(reports.format_summary(report, what=what))
+        if config.direct is not None:
+            sys.stderr.write("  direct: " + "; ".join([config.direct.outcome, *config.direct.notes]) + "\n")
         sys.stderr.flush()
     if config.log:
         record = reports.log_record(
@@ -415,6 +426,11 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
             record["device_trace"] = {"file": sidecar, "id": f"{os.getpid()}-{started}"}
             line = device_trace.sidecar_line(record["device_trace"]["id"], plan, tool_events)
             _try_report(lambda: reports.append_log(sidecar, line), "FAST_NVCC_LOG device traces")
+        if config.direct is not None:
+            cache = record.setdefault("cache", {"hits": 0, "misses": 0, "tools": {}})
+            cache["direct"] = config.direct.outcome
+            if config.direct.notes:
+                cache["direct_note"] = "; ".join(config.direct.notes)
         _try_report(lambda: reports.append_log(config.log, record), "FAST_NVCC_LOG")
 
 

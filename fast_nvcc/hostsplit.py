@@ -210,9 +210,10 @@ class _Front:
     captures: list[tuple[int, str]]
 
 
-def run_front(run: TaskRun) -> None:
+def run_front(run: TaskRun, cache=None) -> None:
     """cc1plus on a placeholder .fatbin.c; its output is kept for the back task, which alone
-    knows whether the split holds."""
+    knows whether the split holds.  With ``cache`` (cache.HostCache) the assembly may come from
+    an earlier compile of the same .cudafe1.cpp, stub and placeholder."""
     task = run.task
     assert task.fatbin is not None
     run.shared[task.id] = "nothing learned yet for this fatbinary"
@@ -228,6 +229,11 @@ def run_front(run: TaskRun) -> None:
         run.shared[task.id] = "its -### is not cc1plus then as"
         run.finish(0)
         return
+    replayed = cache.fetch_assembly(run, assembly) if cache is not None else None
+    if replayed is not None:
+        run.shared[task.id] = _Front(placeholder, assembly, driver, replayed)
+        run.finish(0)
+        return
     spawned = run.spawn(driver.cc1, tag="cc1", env=driver.env)
     if spawned is None:
         run.finish(-signal.SIGTERM)
@@ -235,13 +241,17 @@ def run_front(run: TaskRun) -> None:
     run.account(spawned)
     if spawned.returncode == 0:
         run.shared[task.id] = _Front(placeholder, assembly, driver, spawned.captures)
+        if cache is not None:
+            cache.store_assembly(run, spawned.captures)
     else:
         run.shared[task.id] = f"cc1plus failed (exit {spawned.returncode})"
     run.finish(0)
 
 
-def run_back(run: TaskRun) -> None:
-    """as on the assembly with the real data, or the host compile as nvcc printed it."""
+def run_back(run: TaskRun, cache=None) -> None:
+    """as on the assembly with the real data, or the host compile as nvcc printed it.  With
+    ``cache`` the object may come from the step cache once the real .fatbin.c is known (the
+    same entry as an unsplit host compile's), and what is made here is stored there."""
     task, record = run.task, run.record
     assert task.fatbin is not None and task.front is not None
     real_path, private = task.fatbin
@@ -259,6 +269,8 @@ def run_back(run: TaskRun) -> None:
     template = _template(run)
     if template and fatbin is not None:
         learn(template, fatbin)
+    if cache is not None and cache.fetch_object(run):
+        return
     if isinstance(front, _Front):
         assembly = None
         if fatbin is not None:
@@ -277,10 +289,14 @@ def run_back(run: TaskRun) -> None:
                 record.split = True
                 record.captures.extend(front.captures + spawned.captures)
                 run.finish(0)
+                if cache is not None:
+                    cache.store_object(run)
                 return
             front = f"as failed (exit {spawned.returncode})"
     record.split_note = front or "its front did not run"
     run.exec(task.argv)
+    if cache is not None:
+        cache.store_object(run)
 
 
 def _template(run: TaskRun) -> str | None:

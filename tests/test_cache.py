@@ -26,16 +26,20 @@ def cache_dir(tmp_path) -> Path:
     return tmp_path / "cache"
 
 
-def cached_compile(nvcc, sources, tmp_path, cache_dir, args, *, env=None):
-    """One fast_nvcc --cache compile; returns (outcome, {tool: (hits, misses)})."""
+def cached_compile(nvcc, sources, tmp_path, cache_dir, args, *, env=None, direct=False, split=False):
+    """One fast_nvcc --cache compile: the per-step cache alone, unless ``direct`` (direct mode,
+    tests/test_direct.py) or ``split`` (the host compile split around fatbinary); returns
+    (outcome, {tool: (hits, misses)})."""
     log = tmp_path / "log.jsonl"
     log.unlink(missing_ok=True)
     outcome = run_tool(
         fast_nvcc_command(nvcc, args, ["--cache"]),
         cwd=sources,
         tmpdir=tmp_path / "tmp",
-        env={"FAST_NVCC_CACHE_DIR": str(cache_dir), "FAST_NVCC_LOG": str(log), **(env or {})},
-    )
+        env={"FAST_NVCC_CACHE_DIR": str(cache_dir), "FAST_NVCC_LOG": str(log),
+             **({} if direct else {"FAST_NVCC_DIRECT": "0"}), **({} if split else {"FAST_NVCC_SPLIT_HOST": "0"}),
+             **(env or {})},
+    )  # fmt: skip
     record = json.loads(log.read_text())
     tools = {tool: (c["hits"], c["misses"]) for tool, c in record.get("cache", {}).get("tools", {}).items()}
     return outcome, tools
@@ -211,3 +215,139 @@ def test_bad_size_is_one_line(nvcc, sources, tmp_path, cache_dir):
     assert outcome.returncode == 2
     assert outcome.stderr.decode().splitlines() == ["fast_nvcc: error: FAST_NVCC_CACHE_SIZE='lots': use a size such as 500M or 5G"]
     assert outcome.leftovers == []
+
+
+# -- what a key leaves out -------------------------------------------------------------------
+
+
+def joined_compile(nvcc, sources, tmp_path, cache_dir, args, options):
+    """A compile whose stdout and stderr are one file, as on a terminal or under 2>&1."""
+    log = tmp_path / "joined.jsonl"
+    log.unlink(missing_ok=True)
+    env = {**os.environ, "FAST_NVCC_CACHE_DIR": str(cache_dir), "FAST_NVCC_LOG": str(log),
+           "TMPDIR": str(tmp_path / "tmp"), "FAST_NVCC_DIRECT": "0"}  # fmt: skip
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    proc = subprocess.run(fast_nvcc_command(nvcc, args, ["--cache", *options]), cwd=sources, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    record = json.loads(log.read_text())
+    return proc, {tool: (c["hits"], c["misses"]) for tool, c in record["cache"]["tools"].items()}
+
+
+REPORT_OPTIONS = [["--summary"], ["-v"], ["--table", "t.csv"], ["--trace", "t.json"], ["--graph", "g.dot"], []]
+
+
+@pytest.mark.parametrize("options", REPORT_OPTIONS, ids=lambda o: " ".join(o) or "2>&1")
+def test_reports_and_joined_output_change_no_key(nvcc, sources, tmp_path, cache_dir, options):
+    """The issue's case: --summary, read with 2>&1, missed every step.  How fast_nvcc's output
+    is captured is no part of any key."""
+    args = ["-c", "kernel.cu", "-Iinclude", "-arch=sm_80", "-o", "a.o"]
+    cached_compile(nvcc, sources, tmp_path, cache_dir, args)
+    proc, tools = joined_compile(nvcc, sources, tmp_path, cache_dir, args, options)
+    assert proc.returncode == 0, proc.stdout
+    assert tools == {"cudafe++": (1, 0), "cicc": (1, 0), "ptxas": (1, 0), "gcc -c": (1, 0)}
+
+
+def test_warnings_kept_apart_replay_onto_one_file(nvcc, sources, tmp_path, cache_dir):
+    args = ["-c", "warning.cu", *ARCHS_2]
+    cached_compile(nvcc, sources, tmp_path, cache_dir, args)
+    proc, tools = joined_compile(nvcc, sources, tmp_path, cache_dir, args, [])
+    assert sum(m for _, m in tools.values()) == 0
+    expected = subprocess.run([nvcc, *args], cwd=sources, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert mask(proc.stdout) == mask(expected.stdout)
+
+
+def test_object_name_is_not_in_the_host_compile_key(nvcc, sources, tmp_path, cache_dir):
+    base = ["-c", "kernel.cu", "-Iinclude", *ARCHS_2]
+    cached_compile(nvcc, sources, tmp_path, cache_dir, [*base, "-o", "a.o"])
+    fast, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, [*base, "-o", "b.o"])
+    assert tools["gcc -c"] == (1, 0)
+    assert_outputs_match_nvcc(nvcc, sources, tmp_path, [*base, "-o", "b.o"], fast)
+
+
+def test_object_name_stays_in_the_key_where_it_reaches_the_object(nvcc, sources, tmp_path, cache_dir):
+    base = ["-c", "kernel.cu", "-Iinclude", "-arch=sm_80", "-Xcompiler", "-gsplit-dwarf,-g"]
+    cached_compile(nvcc, sources, tmp_path, cache_dir, [*base, "-o", "a.o"])
+    fast, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, [*base, "-o", "b.o"])
+    assert tools["gcc -c"] == (0, 1) and tools["cicc"] == (1, 0)
+    assert fast.returncode == 0 and b"b.dwo" in fast.files["b.o"]
+
+
+# gcc itself, on the .cudafe1.cpp nvcc makes: which host options let the object depend on its
+# name or on the working directory (fast_nvcc.cache.NAME_REACHES).
+GCC_CASES = [
+    ([], False), (["-O2"], False), (["-fPIC", "-ffunction-sections"], False), (["-g0"], False),
+    (["-frecord-gcc-switches"], False),
+    (["-g"], True), (["-gsplit-dwarf", "-g"], True), (["--coverage"], True), (["-fprofile-generate"], True), (["-flto"], True),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def host_compile(tmp_path_factory) -> tuple[Path, list[str]]:
+    """kernel.cu's .cudafe1.cpp and friends, kept by the nvcc on PATH (-keep), and the host
+    compile of nvcc's plan for it, without its -o."""
+    import shlex
+    import shutil
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc on PATH")
+    from helpers import copy_sources
+
+    src = copy_sources(tmp_path_factory.mktemp("keep") / "src")
+    args = [nvcc, "-keep", "-c", "kernel.cu", "-Iinclude", "-arch=sm_80"]
+    subprocess.run(args, cwd=src, check=True, capture_output=True)
+    plan = subprocess.run([*args, "--dryrun"], cwd=src, capture_output=True, text=True).stderr
+    (line,) = [l[3:] for l in plan.splitlines() if l.startswith("#$ gcc") and " -c " in l]
+    words = shlex.split(line)
+    at = words.index("-o")
+    words = words[:at] + words[at + 2 :]
+    include = str(src / "include")
+    return src, [str(src / w) if w.endswith(".cudafe1.cpp") else "-I" + include if w == "-Iinclude" else w for w in words]
+
+
+@pytest.mark.parametrize(("flags", "reaches"), GCC_CASES, ids=lambda c: " ".join(c) if isinstance(c, list) else str(c))
+def test_gcc_object_depends_on_its_name_only_under_name_reaches(host_compile, tmp_path, flags, reaches):
+    from fast_nvcc.cache import name_reaches_object
+
+    src, command = host_compile
+    command = [*command, *flags]
+    (tmp_path / "elsewhere").mkdir()
+    subprocess.run([*command, "-o", str(tmp_path / "a.o")], cwd=src, check=True)
+    subprocess.run([*command, "-o", str(tmp_path / "longer_name.o")], cwd=src, check=True)
+    same_name = (tmp_path / "a.o").read_bytes() == (tmp_path / "longer_name.o").read_bytes()
+    subprocess.run([*command, "-o", "a.o"], cwd=tmp_path / "elsewhere", check=True)
+    same_dir = (tmp_path / "a.o").read_bytes() == (tmp_path / "elsewhere" / "a.o").read_bytes()
+    assert name_reaches_object(["gcc", *flags]) == reaches
+    if not reaches:
+        assert same_name and same_dir
+    else:
+        assert not (same_name and same_dir)
+
+
+# -- the split host compile with the cache ---------------------------------------------------
+
+
+def test_split_host_compile_with_the_cache(nvcc, sources, tmp_path, cache_dir):
+    """The host compile starts before fatbinary with --cache too: cc1plus's assembly is cached
+    on what it reads (the placeholder .fatbin.c), the object once the real one is there."""
+    trap = sources / "trap.cu"
+    template = (
+        "#ifdef __CUDA_ARCH__\n__device__ int value() { return %d; }\n#else\nint value() { return 0; }\n#endif\n"
+        "__global__ void k(int *p) {\n#ifdef __CUDA_ARCH__\n p[0] = value();\n#endif\n}\n"
+    )
+    trap.write_text(template % 1)
+    args = ["-c", "trap.cu", *ARCHS_2]
+    # The first compile with this cache directory teaches the placeholder (hostsplit.py).
+    cached_compile(nvcc, sources, tmp_path, cache_dir, ["-c", "kernel.cu", "-Iinclude", "-arch=sm_80"], split=True)
+    cold, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, args, split=True)
+    assert tools["cc1plus"] == (0, 1) and tools["as"] == (0, 1)  # split, and stored
+    assert_outputs_match_nvcc(nvcc, sources, tmp_path, args, cold)
+    warm, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, args, split=True)
+    assert tools["cc1plus"] == (1, 0) and tools["gcc -c"] == (1, 0)
+    assert_outputs_match_nvcc(nvcc, sources, tmp_path, args, warm)
+    # Device code changed, host code not: cudafe++'s output and so the assembly are the same;
+    # only as runs, on the new fatbinary's data.
+    trap.write_text(template % 2)
+    device, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, args, split=True)
+    assert tools["cicc"] == (0, 2) and tools["cc1plus"] == (1, 0) and tools["as"] == (0, 1)
+    assert_outputs_match_nvcc(nvcc, sources, tmp_path, args, device)
