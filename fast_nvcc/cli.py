@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="reuse cudafe++, cicc, ptxas and host-compile results from the per-step cache"
         " (also FAST_NVCC_CACHE=1; directory FAST_NVCC_CACHE_DIR, limit FAST_NVCC_CACHE_SIZE)",
     )
+    parser.add_argument(
+        "--remote", metavar="sccache|none",
+        help="run cicc and ptxas through sccache: its cache and its sccache-dist build servers, as sccache is"
+        " configured (also FAST_NVCC_REMOTE=sccache)",
+    )
     reports = parser.add_argument_group("where the time goes (none of these changes the compile)")
     reports.add_argument(
         "--graph", metavar="FILE",
@@ -152,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary=options.summary,
         log=os.environ.get("FAST_NVCC_LOG") or None,
         cache=options.cache,
+        remote=options.remote,
     )
     try:
         return run(config, nvcc_args)

@@ -49,6 +49,7 @@ class Config:
     summary: bool = False
     log: str | None = None  # FAST_NVCC_LOG
     cache: bool = False  # --cache or FAST_NVCC_CACHE=1
+    remote: str | None = None  # --remote (else FAST_NVCC_REMOTE)
 
     @property
     def wants_report(self) -> bool:
@@ -173,6 +174,7 @@ def _run_plan(
         slots = slots_from_environment(os.environ, pool_size=usable_cpus())
         combine = _same_output()
         handlers, cache = _handlers(config, nvcc, plan, cwd, workdir, combine)
+        remote = _open_remote(config, plan, cwd, workdir)
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
         observer = _Observer(plan, config.save_dir) if config.wants_report or config.save_dir else None
         runner = Runner(
@@ -206,6 +208,8 @@ def _run_plan(
                 _say(config, f"{task.step.label}: its module_id differs from nvcc's; reran it as printed")
             if record.split_note:
                 _say(config, f"{task.step.label}: host compile run as printed: {record.split_note}")
+        if remote is not None:
+            _say_remote(config, remote, dag, result.records)
         if config.wants_report:
             _write_reports(config, nvcc, args, effective, plan, dag, result, jobs, observer, cwd, started)
         return result.returncode
@@ -280,8 +284,9 @@ def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]
     split = {t.front: records[t.id].split for t in dag.tasks if t.action is Action.HOST_BACK}
     found = []
     for task, record in zip(dag.tasks, records):
-        # A cache hit's seconds say nothing about what the step costs when it runs.
-        ran = record.state is State.DONE and not record.cached and not record.reran
+        # A cache hit's seconds say nothing about what the step costs when it runs, nor do
+        # those of a step that went through sccache.
+        ran = record.state is State.DONE and not record.cached and not record.reran and record.remote is None
         step = task.step
         tool = step.tool
         if task.action is Action.HOST_FRONT and not split.get(task.id):
@@ -293,6 +298,39 @@ def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]
                 Measurement(owners.get(step.index, ""), tool, step.arch or "", record.seconds, record.max_rss_kb or 0)
             )
     return found
+
+
+def _open_remote(config: Config, plan: Plan, cwd: str, workdir: str):
+    """The sccache launcher, when asked for; a missing or old sccache runs everything here."""
+    from .remote import RemoteError, open_remote, remote_mode
+
+    mode = remote_mode(config.remote, os.environ)
+    if mode is None:
+        return None
+    try:
+        remote = open_remote(mode, env=plan.env, cwd=cwd, workdir=workdir)
+    except RemoteError as exc:
+        _say(config, f"every step runs here: {exc}")
+        return None
+    _say(config, remote.describe())
+    return remote
+
+
+def _say_remote(config: Config, remote, dag: Dag, records: Sequence[Record]) -> None:
+    """One line for what went to sccache, one per step that ran here after all."""
+    if not config.verbose:
+        return
+    outcomes: dict[str, list[str]] = {}
+    for task, record in zip(dag.tasks, records):
+        if record.remote is not None:
+            outcomes.setdefault(record.remote, []).append(f"{task.step.tool} {task.step.arch or ''}".strip())
+        if record.remote_note:
+            _say(config, f"{task.step.label}: ran here after sccache: {record.remote_note}")
+    if outcomes:
+        _say(config, "through sccache: " + "; ".join(f"{what} {len(steps)} ({', '.join(steps)})"
+                                                   for what, steps in sorted(outcomes.items())))  # fmt: skip
+    if remote.dist_errors:
+        _say(config, f"sccache could not send {remote.dist_errors} step(s) to its build servers and compiled them here")
 
 
 def _splits_host(config: Config) -> bool:

@@ -82,9 +82,12 @@ class Cluster:
     bwrap: str
 
     def client_config(self, path: Path, *, token: str | None = None) -> Path:
+        # The clients of one cluster share where they keep packaged toolchains (cicc is
+        # packaged once, not once per test), and none is left in the user's ~/.cache.
         path.write_text(
             "[dist]\n"
             f'scheduler_url = "{self.scheduler_url}"\n'
+            f'cache_dir = "{self.root / "client-toolchains"}"\n'
             "toolchains = []\n"
             "[dist.auth]\n"
             'type = "token"\n'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import assert_same, compare
 from sccache_servers import start_client, start_cluster, start_redis, stop, namespaces_refusal, wait_for_servers
 
 SCCACHE = shutil.which("sccache")
@@ -101,3 +103,40 @@ def test_plain_sccache_distributes_cicc_and_ptxas(client, sources, tmp_path):
     stats = client.stats()
     assert sum(stats["dist_compiles"].values()) == len(commands) == 2
     assert stats["dist_errors"] == 0
+
+
+# -- fast_nvcc --remote sccache ------------------------------------------------------------
+
+ARGS = ["-c", "kernel.cu", "-Iinclude", "-o", "kernel.o", "-gencode", "arch=compute_80,code=sm_80",
+        "-gencode", "arch=compute_86,code=sm_86"]  # fmt: skip
+REMOTE_STEPS = 4  # two cicc, two ptxas
+
+
+def _delta(after: dict, before: dict) -> dict:
+    def count(stats, name):
+        return sum(stats[name]["counts"].values()) if isinstance(stats[name], dict) else stats[name]
+
+    return {
+        "distributed": sum(after["dist_compiles"].values()) - sum(before["dist_compiles"].values()),
+        "hits": count(after, "cache_hits") - count(before, "cache_hits"),
+        "requests": after["compile_requests"] - before["compile_requests"],
+        "dist_errors": after["dist_errors"] - before["dist_errors"],
+    }
+
+
+@needs_sccache
+@pytest.mark.nvcc
+def test_compile_goes_to_the_build_server_then_hits_sccache_cache(nvcc, client, sources, tmp_path):
+    before = client.stats()
+    result = compare(nvcc, ARGS, cwd=sources, options=["--remote", "sccache"], env=client.env)
+    assert_same(result)
+    first = client.stats()
+    assert _delta(first, before) == {"distributed": REMOTE_STEPS, "hits": 0, "requests": REMOTE_STEPS, "dist_errors": 0}
+
+    log = tmp_path / "log.jsonl"
+    again = compare(nvcc, ARGS, cwd=sources, options=["--remote", "sccache"], env={**client.env, "FAST_NVCC_LOG": str(log)})
+    assert_same(again)
+    assert _delta(client.stats(), first) == {"distributed": 0, "hits": REMOTE_STEPS, "requests": REMOTE_STEPS,
+                                             "dist_errors": 0}  # fmt: skip
+    steps = json.loads(log.read_text().splitlines()[-1])["steps"]
+    assert sorted(s["remote"] for s in steps if s.get("remote")) == ["sccache-hit"] * REMOTE_STEPS
