@@ -148,13 +148,21 @@ class Counts:
     dist_errors: int = 0
 
     def minus(self, earlier: Counts) -> Counts:
-        def per(now, before):
-            was = dict(before)
-            return tuple((k, v - was.get(k, 0)) for k, v in now if v - was.get(k, 0))
+        return self._combine(earlier, -1)
 
-        return Counts(self.requests - earlier.requests, per(self.hits, earlier.hits),
-                      per(self.misses, earlier.misses), self.distributed - earlier.distributed,
-                      self.dist_errors - earlier.dist_errors)  # fmt: skip
+    def plus(self, other: Counts) -> Counts:
+        return self._combine(other, 1)
+
+    def _combine(self, other: Counts, sign: int) -> Counts:
+        def per(mine, theirs):
+            total = dict(mine)
+            for key, value in theirs:
+                total[key] = total.get(key, 0) + sign * value
+            return tuple(sorted((k, v) for k, v in total.items() if v))
+
+        return Counts(self.requests + sign * other.requests, per(self.hits, other.hits),
+                      per(self.misses, other.misses), self.distributed + sign * other.distributed,
+                      self.dist_errors + sign * other.dist_errors)  # fmt: skip
 
 
 def parse_stats(text: str) -> Counts:
@@ -218,6 +226,8 @@ class RemoteSteps:
         self._lock = threading.Lock()  # statistics are read one at a time
         self._finished: list[tuple[int, str]] = []  # (task id, language) since the last reading
         self._last: Counts | None = None
+        self._change = Counts()  # since the last attribution
+        self._in_flight = 0  # our steps at sccache now
         self.outcomes: dict[int, str] = {}
         self.dist_errors = 0  # sccache's own fallbacks to compiling here, seen in its statistics
 
@@ -238,10 +248,12 @@ class RemoteSteps:
         return self._programs[name]
 
     def begin(self) -> None:
-        """Read the statistics once before the first step goes to sccache."""
+        """A step goes to sccache: read the statistics first if nothing of ours is there."""
         with self._lock:
-            if self._last is None:
+            if self._in_flight == 0 and not self._finished:
                 self._last = self._read_counts()
+                self._change = Counts()
+            self._in_flight += 1
 
     def stage(self, task: Task) -> Staged:
         argv = list(task.argv)
@@ -263,7 +275,7 @@ class RemoteSteps:
             if word not in outputs and os.path.isfile(real):
                 _link_or_copy(real, os.path.join(directory, name))
         replacements = sorted(staged_names.items(), key=lambda item: len(item[0]), reverse=True)
-        staged_argv = [_replace_words(word, replacements) for word in argv[1:]]
+        staged_argv = _input_third_from_last([_replace_words(word, replacements) for word in argv[1:]])
         return Staged(
             argv=(self.sccache.path, program, *staged_argv),
             cwd=directory,
@@ -293,27 +305,41 @@ class RemoteSteps:
             shutil.rmtree(staged.directory, ignore_errors=True)
 
     def settle(self, task: Task, *, fell_back: bool) -> None:
-        """After a step left sccache: read the statistics, and charge their change to the steps
-        that finished since the last reading."""
-        language = TOOLS[task.step.kind]
+        """A step left sccache: read the statistics, and charge their change since the last
+        reading to the steps that finished since.  Two steps ending together can land in one
+        reading, or one's compile in the reading of the other: the change is carried until
+        the count of compiles it holds matches the steps that have finished."""
         with self._lock:
-            self._finished.append((task.id, language))
-            now = self._read_counts()
-            if now is None or self._last is None:
-                batch, self._finished = self._finished, []
-                for task_id, _ in batch:
-                    self.outcomes.setdefault(task_id, Outcome.UNATTRIBUTED)
-                self._last = now
-                if fell_back:
-                    self.outcomes[task.id] = Outcome.FALLBACK
-                return
-            delta = now.minus(self._last)
-            batch, self._finished, self._last = self._finished, [], now
-            for (task_id, _), outcome in zip(batch, attribute(delta, [lang for _, lang in batch])):
-                self.outcomes[task_id] = outcome
-            self.dist_errors += max(0, delta.dist_errors)
+            self._in_flight -= 1
+            self._finished.append((task.id, TOOLS[task.step.kind]))
             if fell_back:
                 self.outcomes[task.id] = Outcome.FALLBACK
+            now = self._read_counts()
+            if now is None or self._last is None:
+                self._give_up()
+                self._last = now
+                return
+            change = now.minus(self._last)
+            self._last = now
+            self.dist_errors += max(0, change.dist_errors)
+            self._change = self._change.plus(change)
+            if self._change.requests == len(self._finished):
+                outcomes = attribute(self._change, [language for _, language in self._finished])
+                for (task_id, _), outcome in zip(self._finished, outcomes):
+                    self.outcomes.setdefault(task_id, outcome)
+                self._finished, self._change = [], Counts()
+            elif self._in_flight == 0:
+                self._give_up()  # another client's compiles are in the change
+
+    def conclude(self) -> None:
+        """The run is over: steps whose share of the statistics never added up stay unattributed."""
+        with self._lock:
+            self._give_up()
+
+    def _give_up(self) -> None:
+        for task_id, _ in self._finished:
+            self.outcomes.setdefault(task_id, Outcome.UNATTRIBUTED)
+        self._finished, self._change = [], Counts()
 
     def _read_counts(self) -> Counts | None:
         try:
@@ -336,6 +362,17 @@ def open_remote(mode: str | None, *, env: Mapping[str, str], cwd: str, workdir: 
     assert mode == "sccache"
     sccache = find_sccache(env)
     return RemoteSteps(sccache, read_capacity(sccache, env), env=env, cwd=cwd, workdir=workdir)
+
+
+def _input_third_from_last(argv: list[str]) -> list[str]:
+    """sccache 0.16 takes cicc's input to be the third word from the end (before ``-o X``);
+    CUDA 13.5's nvcc puts ``--simt-only`` between the two.  Options before the input mean the
+    same to cicc (the outputs are compared with nvcc's in the tests)."""
+    inputs = [i for i, word in enumerate(argv) if word.endswith(".cpp1.ii")]
+    if len(inputs) != 1 or len(argv) < 3 or argv[-2] != "-o" or inputs[0] == len(argv) - 3:
+        return argv
+    at = inputs[0]
+    return argv[:at] + argv[at + 1 : -2] + [argv[at]] + argv[-2:]
 
 
 def _replace_words(word: str, replacements: Sequence[tuple[str, str]]) -> str:
