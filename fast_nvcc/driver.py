@@ -329,6 +329,8 @@ def _say_remote(config: Config, remote, dag: Dag, records: Sequence[Record]) -> 
     if outcomes:
         _say(config, "through sccache: " + "; ".join(f"{what} {len(steps)} ({', '.join(steps)})"
                                                    for what, steps in sorted(outcomes.items())))  # fmt: skip
+    if remote.disabled:
+        _say(config, "the steps after that one did not go to sccache")
     if remote.dist_errors:
         _say(config, f"sccache could not send {remote.dist_errors} step(s) to its build servers and compiled them here")
 

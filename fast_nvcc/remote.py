@@ -229,6 +229,7 @@ class RemoteSteps:
         self._change = Counts()  # since the last attribution
         self._in_flight = 0  # our steps at sccache now
         self.outcomes: dict[int, str] = {}
+        self.disabled = ""  # why later steps stay here: sccache failed once in this run
         self.dist_errors = 0  # sccache's own fallbacks to compiling here, seen in its statistics
 
     @property
@@ -238,6 +239,8 @@ class RemoteSteps:
         return self.capacity.cpus or None
 
     def wants(self, task: Task) -> bool:
+        if self.disabled:
+            return False
         if task.action is not Action.EXEC or task.step.kind not in TOOLS or "-o" not in task.argv:
             return False  # ptxas's check of nvcc -ptx's output has no -o: sccache caches no such step
         return self._program(task.argv[0]) is not None
@@ -283,6 +286,11 @@ class RemoteSteps:
             outputs=tuple((os.path.join(directory, staged_names[w]), os.path.join(self.cwd, w)) for w in outputs),
             names=tuple(sorted(((n, w) for w, n in staged_names.items()), key=lambda p: len(p[0]), reverse=True)),
         )
+
+    def disable(self, reason: str) -> None:
+        """sccache itself failed (no server, a refused token, ...): it would fail the same way
+        for every step, so the rest of this run stays here."""
+        self.disabled = self.disabled or reason
 
     def bring_back(self, task: Task, staged: Staged) -> str | None:
         """Move a successful step's outputs where nvcc has them; the reason when one is

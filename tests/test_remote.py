@@ -140,3 +140,95 @@ def test_compile_goes_to_the_build_server_then_hits_sccache_cache(nvcc, client, 
                                              "dist_errors": 0}  # fmt: skip
     steps = json.loads(log.read_text().splitlines()[-1])["steps"]
     assert sorted(s["remote"] for s in steps if s.get("remote")) == ["sccache-hit"] * REMOTE_STEPS
+
+
+def _without_our_notes(stderr: bytes) -> tuple[bytes, list[str]]:
+    """nvcc's part of a -v run's stderr, and fast_nvcc's own lines."""
+    ours = [line for line in stderr.decode(errors="replace").splitlines() if line.startswith("fast_nvcc: ")]
+    theirs = b"".join(line for line in stderr.splitlines(keepends=True) if not line.startswith(b"fast_nvcc: "))
+    return theirs, ours
+
+
+def _assert_same_with_notes(result) -> list[str]:
+    stderr, notes = _without_our_notes(result.fast.stderr)
+    result.fast.stderr = stderr
+    assert_same(result)
+    return notes
+
+
+@needs_sccache
+@pytest.mark.nvcc
+def test_shared_cache_on_redis_serves_a_second_build_directory(nvcc, redis, sources, tmp_path):
+    """Two machines' worth of sccache (two client servers, two cache-cold build directories)
+    share one Redis: the second build is served from it."""
+    args = ["-c", "../src/kernel.cu", "-I../src/include", "-o", "kernel.o", *ARGS[ARGS.index("-gencode"):]]
+    counts = []
+    for name in ("build-a", "build-b"):
+        build = tmp_path / name
+        build.mkdir()
+        client = _client(tmp_path / f"client-{name}", None, SCCACHE_REDIS_ENDPOINT=redis.url)
+        try:
+            result = compare(nvcc, args, cwd=build, options=["--remote", "sccache"], env=client.env)
+            assert_same(result)
+            stats = client.stats()
+        finally:
+            stop(client.proc)
+        counts.append((sum(stats["cache_hits"]["counts"].values()), sum(stats["cache_misses"]["counts"].values())))
+    assert counts == [(0, REMOTE_STEPS), (REMOTE_STEPS, 0)]
+
+
+DYING_BWRAP = """#!/bin/sh
+# A build server that dies mid-compile: the sandbox program kills its parent, the server.
+case "$1" in --version|--help) exec {bwrap} "$@";; esac
+kill -9 $PPID
+exit 1
+"""
+
+
+@needs_sccache
+@pytest.mark.nvcc
+def test_build_server_dying_mid_compile_falls_back_to_local(nvcc, tmp_path, sources):
+    if SCCACHE_DIST is None or BWRAP is None:
+        pytest.skip("sccache-dist and bubblewrap are needed")
+    refusal = namespaces_refusal(BWRAP)
+    if refusal:
+        pytest.skip(refusal)
+    dying = tmp_path / "dying-bwrap"
+    dying.write_text(DYING_BWRAP.format(bwrap=BWRAP))
+    dying.chmod(0o755)
+    cluster = start_cluster(tmp_path / "cluster", sccache_dist=SCCACHE_DIST, bwrap=BWRAP)
+    client = None
+    try:
+        cluster.start_server(bwrap=str(dying))
+        client = _client(tmp_path / "client", cluster.client_config(tmp_path / "client.conf"))
+        wait_for_servers(client, 1)
+        result = compare(nvcc, ARGS, cwd=sources, options=["--remote", "sccache", "-v"], env=client.env)
+        notes = _assert_same_with_notes(result)
+        assert cluster.server.poll() is not None, "the build server should have died"
+        stats = client.stats()
+    finally:
+        if client is not None:
+            stop(client.proc)
+        cluster.stop_server()
+        stop(cluster.scheduler)
+    assert sum(stats["dist_compiles"].values()) == 0
+    fallbacks = [n for n in notes if "ran here after sccache" in n or "could not send" in n]
+    assert fallbacks, notes
+    assert all(len(n.splitlines()) == 1 for n in fallbacks)
+
+
+@needs_sccache
+@pytest.mark.nvcc
+def test_wrong_token_compiles_locally_with_a_note(nvcc, cluster, tmp_path, sources):
+    client = _client(tmp_path / "client", cluster.client_config(tmp_path / "client.conf", token="not the team token"))
+    try:
+        result = compare(nvcc, ARGS, cwd=sources, options=["--remote", "sccache", "-v"], env=client.env)
+        notes = _assert_same_with_notes(result)
+        stats = client.stats()
+    finally:
+        stop(client.proc)
+    assert sum(stats["dist_compiles"].values()) == 0
+    refused = [n for n in notes if "ran here after sccache" in n]
+    assert refused and all("401" in n for n in refused), notes  # the scheduler's answer
+    # sccache fails the same way for every step: the steps started after the first refusal stay here
+    assert len(refused) < REMOTE_STEPS, notes
