@@ -232,3 +232,145 @@ def test_wrong_token_compiles_locally_with_a_note(nvcc, cluster, tmp_path, sourc
     assert refused and all("401" in n for n in refused), notes  # the scheduler's answer
     # sccache fails the same way for every step: the steps started after the first refusal stay here
     assert len(refused) < REMOTE_STEPS, notes
+
+
+@needs_sccache
+@pytest.mark.nvcc
+def test_steps_at_the_cluster_hold_no_local_slot(nvcc, client, sources, tmp_path):
+    """With -j 1, a step at the build cluster runs while a local step holds the one slot."""
+    table = tmp_path / "steps.csv"
+    result = compare(nvcc, ARGS, cwd=sources, options=["--remote", "sccache", "-j", "1", "--table", str(table)],
+                     env=client.env)  # fmt: skip
+    assert_same(result)
+    import csv
+
+    rows = list(csv.DictReader(table.open()))
+    remote = [r for r in rows if r["remote"]]
+    local = [r for r in rows if not r["remote"] and r["slot"] != "" and r["start"]]
+    assert len(remote) == REMOTE_STEPS and all(r["slot"] == "" for r in remote)
+    assert {r["slot"] for r in local} == {"0"}
+    assert any(float(l["start"]) < float(r["end"]) and float(l["end"]) > float(r["start"]) for r in remote for l in local)
+
+
+# -- the pieces, without servers ------------------------------------------------------------
+
+from fast_nvcc.remote import (  # noqa: E402
+    Counts,
+    Outcome,
+    RemoteError,
+    _input_third_from_last,
+    attribute,
+    parse_dist_status,
+    parse_stats,
+    remote_mode,
+)
+
+
+@pytest.mark.parametrize(
+    ("option", "env", "expected"),
+    [
+        (None, {}, None),
+        (None, {"FAST_NVCC_REMOTE": "sccache"}, "sccache"),
+        ("none", {"FAST_NVCC_REMOTE": "sccache"}, None),
+        ("sccache", {"FAST_NVCC_REMOTE": "0"}, "sccache"),
+        (None, {"FAST_NVCC_REMOTE": "off"}, None),
+    ],
+)
+def test_remote_mode(option, env, expected):
+    assert remote_mode(option, env) == expected
+
+
+def test_remote_mode_refuses_unknown_launchers():
+    with pytest.raises(RemoteError, match="FAST_NVCC_REMOTE='distcc'"):
+        remote_mode(None, {"FAST_NVCC_REMOTE": "distcc"})
+
+
+def test_unknown_launcher_is_one_line_and_exit_2(sources):
+    from helpers import fast_nvcc_command
+
+    proc = subprocess.run(fast_nvcc_command("nvcc", ["-c", "kernel.cu"], ["--remote", "icecc"]), cwd=sources,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["fast_nvcc: error: --remote='icecc': the remote launcher can be 'sccache' or 'none'"]
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus", "servers", "note"),
+    [
+        ('{"SchedulerStatus":["http://s:10600/",{"num_servers":3,"num_cpus":56,"in_progress":24}]}', 56, 3, ""),
+        ('{"Disabled":"disabled"}', 0, 0, "Disabled: disabled"),
+        ('{"NotConnected":["http://s:10600/","connection refused"]}', 0, 0, "NotConnected: http://s:10600/ connection refused"),
+        ("garbage", 0, 0, "unreadable --dist-status: 'garbage'"),
+    ],
+)
+def test_parse_dist_status(text, cpus, servers, note):
+    capacity = parse_dist_status(text)
+    assert (capacity.cpus, capacity.servers, capacity.note) == (cpus, servers, note)
+
+
+def test_parse_stats_reads_what_became_of_compiles():
+    text = json.dumps({"stats": {
+        "compile_requests": 5, "cache_hits": {"counts": {"PTX": 1}, "adv_counts": {}},
+        "cache_misses": {"counts": {"PTX": 1, "CUBIN": 2}, "adv_counts": {}},
+        "dist_compiles": {"127.0.0.1:1": 2, "127.0.0.1:2": 1}, "dist_errors": 1,
+    }})  # fmt: skip
+    assert parse_stats(text) == Counts(5, (("PTX", 1),), (("CUBIN", 2), ("PTX", 1)), 3, 1)
+
+
+@pytest.mark.parametrize(
+    ("delta", "tools", "expected"),
+    [
+        (Counts(1, (("PTX", 1),)), ["PTX"], [Outcome.CACHED]),
+        (Counts(2, (), (("CUBIN", 1), ("PTX", 1)), 2), ["PTX", "CUBIN"], [Outcome.REMOTE, Outcome.REMOTE]),
+        (Counts(2, (("CUBIN", 1),), (("PTX", 1),), 1), ["PTX", "CUBIN"], [Outcome.REMOTE, Outcome.CACHED]),
+        (Counts(1, (), (("PTX", 1),), 0, 1), ["PTX"], [Outcome.SCCACHE_LOCAL]),
+        # two ciccs, one hit and one miss: which is which cannot be told
+        (Counts(2, (("PTX", 1),), (("PTX", 1),), 1), ["PTX", "PTX"], [Outcome.UNATTRIBUTED] * 2),
+        # another client's compile in the same interval
+        (Counts(2, (("PTX", 2),)), ["PTX"], [Outcome.UNATTRIBUTED]),
+    ],
+)
+def test_attribute(delta, tools, expected):
+    assert attribute(delta, tools) == expected
+
+
+def test_counts_add_and_subtract_per_language():
+    a = Counts(3, (("PTX", 2),), (("CUBIN", 1),), 1, 0)
+    b = Counts(1, (("PTX", 1),), (), 0, 1)
+    assert a.plus(b).minus(b) == a
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["-arch", "compute_80", "x.cpp1.ii", "--simt-only", "-o", "x.ptx"],
+         ["-arch", "compute_80", "--simt-only", "x.cpp1.ii", "-o", "x.ptx"]),
+        (["-arch", "compute_80", "x.cpp1.ii", "-o", "x.ptx"], ["-arch", "compute_80", "x.cpp1.ii", "-o", "x.ptx"]),
+    ],
+)  # fmt: skip
+def test_cicc_input_goes_before_the_output(argv, expected):
+    assert _input_third_from_last(argv) == expected
+
+
+LOSING_SCCACHE = """#!/bin/sh
+# An sccache that runs the compiler but loses its -o output (what fast_nvcc must not trust).
+case "$1" in
+  --version) echo "sccache 0.16.0"; exit 0;;
+  --dist-status) echo '{"Disabled":"disabled"}'; exit 0;;
+  --show-stats) exit 1;;
+esac
+"$@" || exit $?
+prev=""; for word in "$@"; do [ "$prev" = "-o" ] && out="$word"; prev="$word"; done
+rm -f "$out"
+"""
+
+
+@pytest.mark.nvcc
+def test_missing_output_runs_the_step_here(nvcc, sources, tmp_path):
+    losing = tmp_path / "sccache"
+    losing.write_text(LOSING_SCCACHE)
+    losing.chmod(0o755)
+    result = compare(nvcc, ARGS, cwd=sources, options=["--remote", "sccache", "-v"], env={"FAST_NVCC_SCCACHE": str(losing)})
+    notes = _assert_same_with_notes(result)
+    missing = [n for n in notes if "ran here after sccache: sccache wrote no" in n]
+    assert len(missing) == REMOTE_STEPS, notes
