@@ -175,6 +175,11 @@ def _run_plan(
         combine = _same_output()
         handlers, cache = _handlers(config, nvcc, plan, cwd, workdir, combine)
         remote = _open_remote(config, plan, cwd, workdir)
+        if remote is not None:
+            from .remote import remote_handler, route_remote
+
+            dag = route_remote(dag, remote)
+            handlers[Action.REMOTE] = remote_handler(remote)
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
         observer = _Observer(plan, config.save_dir) if config.wants_report or config.save_dir else None
         runner = Runner(
@@ -200,6 +205,10 @@ def _run_plan(
             if cache is not None:
                 cache[0].close()
         _remove_partial_outputs(dag, result.records, cwd=cwd)
+        if remote is not None:
+            remote.conclude()
+            for task_id, outcome in remote.outcomes.items():
+                result.records[task_id].remote = outcome
         if history is not None:
             history.record(_measurements(dag, result.records, owners))
             history.close()
@@ -293,7 +302,7 @@ def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]
             continue
         if task.action is Action.HOST_BACK and record.split:
             tool = "as"
-        if ran and task.action in (Action.EXEC, Action.SHELL, Action.HOST_FRONT, Action.HOST_BACK):
+        if ran and task.action in (Action.EXEC, Action.SHELL, Action.HOST_FRONT, Action.HOST_BACK, Action.REMOTE):
             found.append(
                 Measurement(owners.get(step.index, ""), tool, step.arch or "", record.seconds, record.max_rss_kb or 0)
             )

@@ -22,10 +22,13 @@ the same sccache server in between makes it "sccache", unattributed).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -34,8 +37,9 @@ from dataclasses import dataclass
 
 from .errors import FastNvccError
 from .files import read_bytes, write_atomically
-from .graph import Action, Task
+from .graph import Action, Dag, Task
 from .plan import TEMP_TAG, Kind, output_paths, temp_mentions
+from .scheduler import Handler, TaskRun
 
 MIN_VERSION = (0, 9)
 TOOLS = {Kind.CICC: "PTX", Kind.PTXAS: "CUBIN"}  # sccache's language names in its statistics
@@ -363,6 +367,82 @@ class RemoteSteps:
                    "sccache's cache only, misses compile here")  # fmt: skip
         version = ".".join(map(str, self.sccache.version))
         return f"cicc and ptxas through sccache {version}; {cluster}"
+
+
+# -- the kind of task -----------------------------------------------------------------------
+
+
+def route_remote(dag: Dag, remote: RemoteSteps) -> Dag:
+    """The same graph, with the steps sccache takes as tasks of their own kind."""
+    tasks = tuple(dataclasses.replace(t, action=Action.REMOTE) if remote.wants(t) else t for t in dag.tasks)
+    return dataclasses.replace(dag, tasks=tasks)
+
+
+def remote_handler(remote: RemoteSteps) -> Handler:
+    """With a build cluster the steps hold no local slot, at most its CPUs at once; without
+    one, sccache compiles a miss on this machine, so each holds a slot."""
+    run = functools.partial(run_through_sccache, remote)
+    if remote.bound is None:
+        return Handler(run)
+    return Handler(run, takes_slot=False, capacity=remote.bound)
+
+
+def run_through_sccache(remote: RemoteSteps, run: TaskRun) -> None:
+    """``sccache <tool> <argv>``; the step as printed, here, when sccache fails or leaves an
+    output out (sccache's captured output dropped then: the local run's is nvcc's)."""
+    task = run.task
+    if remote.disabled:
+        run.exec(task.argv)
+        return
+    remote.begin()
+    problem: str | None = None
+    spawned = None
+    try:
+        staged = remote.stage(task)
+    except OSError as exc:
+        problem = f"could not stage it for sccache: {exc}"
+    else:
+        try:
+            spawned = run.spawn(staged.argv, tag="sccache", cwd=staged.cwd)
+            if spawned is None:
+                remote.settle(task, fell_back=False)
+                run.finish(-signal.SIGTERM)
+                return
+            if spawned.returncode:
+                problem = f"sccache exited with {spawned.returncode}: {_said(spawned.captures)}"
+                remote.disable(problem)
+            else:
+                problem = remote.bring_back(task, staged)
+        finally:
+            remote.discard(staged)
+    remote.settle(task, fell_back=problem is not None)
+    if problem is None and spawned is not None:
+        run.account(spawned)
+        run.record.captures.extend(spawned.captures)
+        run.finish(0)
+        return
+    run.record.remote_note = problem or ""
+    run.exec(task.argv)
+
+
+def run_here(run: TaskRun) -> None:
+    run.exec(run.task.argv)
+
+
+# A remote task with no launcher given runs as printed, here.
+HANDLERS = {Action.REMOTE: Handler(run_here)}
+
+
+def _said(captures: Sequence[tuple[int, str]]) -> str:
+    """What a failed command said, as one line (sccache puts the cause after its first line)."""
+    for _, path in reversed(captures):
+        try:
+            text = " ".join(read_bytes(path).decode("utf-8", "replace").split())
+        except OSError:
+            continue
+        if text:
+            return text[:300]
+    return "no message"
 
 
 def open_remote(mode: str | None, *, env: Mapping[str, str], cwd: str, workdir: str) -> RemoteSteps:

@@ -486,7 +486,7 @@ def log_record(
                 "state": s.state,
                 "critical": s.critical,
                 "wait": _round(s.waited if s.start is not None else None),
-                "command": s.action in ("exec", "shell"),
+                "command": s.action in ("exec", "shell", "remote"),
                 "cached": s.cached,
                 **({"remote": s.remote} if s.remote is not None else {}),
                 **({"remote_note": s.remote_note} if s.remote_note else {}),

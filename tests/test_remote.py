@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,18 +129,28 @@ def _delta(after: dict, before: dict) -> dict:
 @pytest.mark.nvcc
 def test_compile_goes_to_the_build_server_then_hits_sccache_cache(nvcc, client, sources, tmp_path):
     before = client.stats()
-    result = compare(nvcc, ARGS, cwd=sources, options=["--remote", "sccache"], env=client.env)
+    first_log, log = tmp_path / "first.jsonl", tmp_path / "log.jsonl"
+    result = compare(nvcc, ARGS, cwd=sources, options=["--remote", "sccache"],
+                     env={**client.env, "FAST_NVCC_LOG": str(first_log)})  # fmt: skip
     assert_same(result)
     first = client.stats()
     assert _delta(first, before) == {"distributed": REMOTE_STEPS, "hits": 0, "requests": REMOTE_STEPS, "dist_errors": 0}
 
-    log = tmp_path / "log.jsonl"
     again = compare(nvcc, ARGS, cwd=sources, options=["--remote", "sccache"], env={**client.env, "FAST_NVCC_LOG": str(log)})
     assert_same(again)
     assert _delta(client.stats(), first) == {"distributed": 0, "hits": REMOTE_STEPS, "requests": REMOTE_STEPS,
                                              "dist_errors": 0}  # fmt: skip
     steps = json.loads(log.read_text().splitlines()[-1])["steps"]
     assert sorted(s["remote"] for s in steps if s.get("remote")) == ["sccache-hit"] * REMOTE_STEPS
+
+    # fast_nvcc analyze totals the steps per outcome, as phases of their own
+    def phases(path):
+        out = subprocess.run([sys.executable, "-m", "fast_nvcc", "analyze", str(path), "--format", "json"],
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        return {p["kind"]: p["steps"] for p in json.loads(out.stdout)["phases"] if "(" in p["kind"]}
+
+    assert phases(first_log) == {"cicc (remote)": 2, "ptxas (remote)": 2}
+    assert phases(log) == {"cicc (sccache-hit)": 2, "ptxas (sccache-hit)": 2}
 
 
 def _without_our_notes(stderr: bytes) -> tuple[bytes, list[str]]:
