@@ -385,3 +385,34 @@ def test_missing_output_runs_the_step_here(nvcc, sources, tmp_path):
     notes = _assert_same_with_notes(result)
     missing = [n for n in notes if "ran here after sccache: sccache wrote no" in n]
     assert len(missing) == REMOTE_STEPS, notes
+
+
+@needs_sccache
+@pytest.mark.nvcc
+@pytest.mark.parametrize(
+    ("options", "args"),
+    [
+        (["--sequential"], ARGS),  # cicc reads nvcc's module_id: staged as an input
+        ([], ["-ptx", "kernel.cu", "-Iinclude", "-o", "kernel.ptx", "-arch=sm_80"]),  # cicc writes the user's file
+        ([], ["-cubin", "kernel.cu", "-Iinclude", "-o", "kernel.cubin", "-arch=sm_86"]),
+        ([], ["-c", "kernel.cu", "-Iinclude", "-o", "kernel.o", "-arch=sm_80", "-Xptxas", "-v"]),
+    ],
+    ids=["sequential", "ptx", "cubin", "ptxas-v"],
+)
+def test_other_shapes_through_the_cluster(nvcc, client, sources, options, args):
+    before = client.stats()
+    result = compare(nvcc, args, cwd=sources, options=["--remote", "sccache", *options], env=client.env)
+    assert_same(result)
+    assert sum(client.stats()["dist_compiles"].values()) > sum(before["dist_compiles"].values())
+
+
+@needs_sccache
+@pytest.mark.nvcc
+@pytest.mark.parametrize("flags", [["-G", "-compress-mode=none"], ["-lineinfo"]], ids=["G", "lineinfo"])
+def test_debug_and_line_info_steps_stay_here(nvcc, client, sources, flags):
+    """Through the build server their cubin differed from nvcc's, so none goes."""
+    args = ["-c", "kernel.cu", "-Iinclude", "-o", "kernel.o", "-arch=sm_80", *flags]
+    before = client.stats()
+    result = compare(nvcc, args, cwd=sources, options=["--remote", "sccache"], env=client.env)
+    assert_same(result)
+    assert client.stats()["compile_requests"] == before["compile_requests"]
