@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -225,7 +224,3 @@ def start_redis(root: Path, *, redis_server: str) -> Redis:
         stop(proc)
         raise
     return Redis(f"redis://127.0.0.1:{port}", proc)
-
-
-def which_all(*names: str) -> dict[str, str | None]:
-    return {name: shutil.which(name) for name in names}
