@@ -233,8 +233,7 @@ def main() -> int:
         if client is not None:
             stop(client.proc)
         if cluster is not None:
-            cluster.stop_server()
-            stop(cluster.scheduler)
+            cluster.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -119,6 +120,14 @@ class Cluster:
     def stop_server(self) -> None:
         stop(self.server)
         self.server = None
+
+    def stop(self) -> None:
+        """Everything down, and the packaged toolchains (hundreds of MB) gone: pytest keeps
+        its last temp directories."""
+        self.stop_server()
+        stop(self.scheduler)
+        for name in ("toolchains", "build", "client-toolchains"):
+            shutil.rmtree(self.root / name, ignore_errors=True)
 
 
 def start_cluster(root: Path, *, sccache_dist: str, bwrap: str) -> Cluster:

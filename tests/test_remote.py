@@ -37,8 +37,7 @@ def cluster(tmp_path_factory):
         cluster.start_server()
         yield cluster
     finally:
-        cluster.stop_server()
-        stop(cluster.scheduler)
+        cluster.stop()
 
 
 def _client(root: Path, config: Path | None, **extra):
@@ -220,8 +219,7 @@ def test_build_server_dying_mid_compile_falls_back_to_local(nvcc, tmp_path, sour
     finally:
         if client is not None:
             stop(client.proc)
-        cluster.stop_server()
-        stop(cluster.scheduler)
+        cluster.stop()
     assert sum(stats["dist_compiles"].values()) == 0
     fallbacks = [n for n in notes if "ran here after sccache" in n or "could not send" in n]
     assert fallbacks, notes
