@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="reuse cudafe++, cicc, ptxas and host-compile results from the per-step cache"
         " (also FAST_NVCC_CACHE=1; directory FAST_NVCC_CACHE_DIR, limit FAST_NVCC_CACHE_SIZE)",
     )
+    parser.add_argument(
+        "--remote", metavar="sccache|none",
+        help="run cicc and ptxas through sccache: its cache and its sccache-dist build servers, as sccache is"
+        " configured (also FAST_NVCC_REMOTE=sccache)",
+    )
     reports = parser.add_argument_group("where the time goes (none of these changes the compile)")
     reports.add_argument(
         "--device-trace", action="store_true",
@@ -173,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache=options.cache,
             device_trace=device_trace,
             direct=lookup,
+            remote=options.remote,
         )
         return run(config, nvcc_args)
     except FastNvccError as exc:

@@ -51,6 +51,7 @@ class Config:
     cache: bool = False  # --cache or FAST_NVCC_CACHE=1
     device_trace: bool = False  # --device-trace or FAST_NVCC_DEVICE_TRACE=1
     direct: object = None  # the direct-mode lookup that missed (fast_nvcc/direct.py), to record this compile
+    remote: str | None = None  # --remote (else FAST_NVCC_REMOTE)
 
     @property
     def wants_report(self) -> bool:
@@ -183,6 +184,12 @@ def _run_plan(
         combine = _same_output()
         # A cached cicc or ptxas would write no trace: with traces on, every step runs.
         handlers, cache = ({}, None) if traces else _handlers(config, nvcc, plan, cwd, workdir, combine)
+        remote = None if traces else _open_remote(config, plan, cwd, workdir)
+        if remote is not None:
+            from .remote import remote_handler, route_remote
+
+            dag = route_remote(dag, remote)
+            handlers[Action.REMOTE] = remote_handler(remote)
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
         observer = _Observer(plan, config.save_dir) if config.wants_report or config.save_dir else None
         runner = Runner(
@@ -210,6 +217,10 @@ def _run_plan(
         _remove_partial_outputs(dag, result.records, cwd=cwd)
         if config.direct is not None and result.returncode == 0 and traces is None:
             _record_direct(config, plan, dag, result, combine)
+        if remote is not None:
+            remote.conclude()
+            for task_id, outcome in remote.outcomes.items():
+                result.records[task_id].remote = outcome
         if history is not None:
             history.record(_measurements(dag, result.records, owners))
             history.close()
@@ -225,6 +236,8 @@ def _run_plan(
             if trace_value is not None:
                 path = device_trace.merged_trace_path(trace_value, effective, version=device_trace.nvcc_version(plan))
                 returncode = _write_merged_trace(collected, path, cwd, returncode)
+        if remote is not None:
+            _say_remote(config, remote, dag, result.records)
         if config.wants_report:
             _write_reports(config, nvcc, args, effective, plan, dag, result, jobs, observer, cwd, started,
                            traces=collected if config.device_trace else None)  # fmt: skip
@@ -310,19 +323,55 @@ def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]
     split = {t.front: records[t.id].split for t in dag.tasks if t.action is Action.HOST_BACK}
     found = []
     for task, record in zip(dag.tasks, records):
-        # A cache hit's seconds say nothing about what the step costs when it runs.
-        ran = record.state is State.DONE and not record.cached and not record.reran
+        # A cache hit's seconds say nothing about what the step costs when it runs, nor do
+        # those of a step that went through sccache.
+        ran = record.state is State.DONE and not record.cached and not record.reran and record.remote is None
         step = task.step
         tool = step.tool
         if task.action is Action.HOST_FRONT and not split.get(task.id):
             continue
         if task.action is Action.HOST_BACK and record.split:
             tool = "as"
-        if ran and task.action in (Action.EXEC, Action.SHELL, Action.HOST_FRONT, Action.HOST_BACK):
+        if ran and task.action in (Action.EXEC, Action.SHELL, Action.HOST_FRONT, Action.HOST_BACK, Action.REMOTE):
             found.append(
                 Measurement(owners.get(step.index, ""), tool, step.arch or "", record.seconds, record.max_rss_kb or 0)
             )
     return found
+
+
+def _open_remote(config: Config, plan: Plan, cwd: str, workdir: str):
+    """The sccache launcher, when asked for; a missing or old sccache runs everything here."""
+    from .remote import RemoteError, open_remote, remote_mode
+
+    mode = remote_mode(config.remote, os.environ)
+    if mode is None:
+        return None
+    try:
+        remote = open_remote(mode, env=plan.env, cwd=cwd, workdir=workdir)
+    except RemoteError as exc:
+        _say(config, f"every step runs here: {exc}")
+        return None
+    _say(config, remote.describe())
+    return remote
+
+
+def _say_remote(config: Config, remote, dag: Dag, records: Sequence[Record]) -> None:
+    """One line for what went to sccache, one per step that ran here after all."""
+    if not config.verbose:
+        return
+    outcomes: dict[str, list[str]] = {}
+    for task, record in zip(dag.tasks, records):
+        if record.remote is not None:
+            outcomes.setdefault(record.remote, []).append(f"{task.step.tool} {task.step.arch or ''}".strip())
+        if record.remote_note:
+            _say(config, f"{task.step.label}: ran here after sccache: {record.remote_note}")
+    if outcomes:
+        _say(config, "through sccache: " + "; ".join(f"{what} {len(steps)} ({', '.join(steps)})"
+                                                   for what, steps in sorted(outcomes.items())))  # fmt: skip
+    if remote.disabled:
+        _say(config, "the steps after that one did not go to sccache")
+    if remote.dist_errors:
+        _say(config, f"sccache could not send {remote.dist_errors} step(s) to its build servers and compiled them here")
 
 
 def _splits_host(config: Config) -> bool:

@@ -33,6 +33,7 @@ class Action(enum.Enum):
     CHECK_MODULE_ID = "check-module-id"  # ours: compare a speculative module_id with nvcc's
     HOST_FRONT = "host-front"  # ours: the host compile's cc1plus, before fatbinary
     HOST_BACK = "host-back"  # ours: its as, once the real .fatbin.c is there (or the compile)
+    REMOTE = "remote"  # ours: cicc or ptxas through sccache (--remote sccache)
 
 
 # The module that runs each of our own kinds of task (its ``HANDLERS``); the scheduler runs
@@ -41,6 +42,7 @@ HANDLED_BY: dict[Action, str] = {
     Action.CHECK_MODULE_ID: "fast_nvcc.module_id",
     Action.HOST_FRONT: "fast_nvcc.hostsplit",
     Action.HOST_BACK: "fast_nvcc.hostsplit",
+    Action.REMOTE: "fast_nvcc.remote",
 }
 
 

@@ -55,6 +55,8 @@ class StepReport:
     cached: bool | None
     command: tuple[str, ...]
     preds: tuple[int, ...]
+    remote: str | None = None  # through sccache: remote, sccache-hit, sccache-local, local-fallback, sccache
+    remote_note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,14 @@ class RunReport:
             if step.cached is not None:
                 hits, misses = counts.get(step.tool, (0, 0))
                 counts[step.tool] = (hits + step.cached, misses + (not step.cached))
+        return counts
+
+    def remote_counts(self) -> dict[str, int]:
+        """Steps sent to sccache, per outcome."""
+        counts: dict[str, int] = {}
+        for step in self.steps:
+            if step.remote is not None:
+                counts[step.remote] = counts.get(step.remote, 0) + 1
         return counts
 
     @property
@@ -144,6 +154,8 @@ def build_report(
                 cached=record.cached,
                 command=_command_of(task),
                 preds=tuple(sorted(dag.preds[task.id])),
+                remote=record.remote,
+                remote_note=record.remote_note,
             )
         )
     return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at)
@@ -227,7 +239,7 @@ def write_graph(report: RunReport, path: str, *, title: str = "") -> None:
 
 TABLE_COLUMNS = (
     "index", "task", "tool", "arch", "state", "start", "end", "seconds", "cpu_seconds",
-    "max_rss_kb", "exit_code", "critical", "bytes_read", "bytes_written", "slot", "wait_seconds", "cache", "command",
+    "max_rss_kb", "exit_code", "critical", "bytes_read", "bytes_written", "slot", "wait_seconds", "cache", "command", "remote",
 )  # fmt: skip
 
 
@@ -254,6 +266,7 @@ def write_table(report: RunReport, path: str) -> None:
                 "wait_seconds": f"{step.waited:.6f}" if step.start is not None else "",
                 "cache": {None: "", True: "hit", False: "miss"}[step.cached],
                 "command": shlex.join(step.command),
+                "remote": step.remote or "",
             }
         )
 
@@ -292,6 +305,11 @@ def trace_events(report: RunReport, *, pid: int = 1, offset_us: float = 0.0, nam
     for slot in lanes:
         events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": slot + 1, "args": {"name": f"slot {slot + 1}"}})
         events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": slot + 1, "args": {"sort_index": slot + 1}})
+    remote_lanes = _remote_lanes(report)
+    for lane in sorted(set(remote_lanes.values())):
+        tid = REMOTE_LANE + lane
+        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"sccache {lane + 1}"}})
+        events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
     for step in report.steps:
         if step.start is None or step.end is None:
             continue
@@ -303,8 +321,10 @@ def trace_events(report: RunReport, *, pid: int = 1, offset_us: float = 0.0, nam
                 "ts": offset_us + step.start * 1e6,
                 "dur": max(step.seconds * 1e6, 1.0),
                 "pid": pid,
-                "tid": 0 if step.slot is None else step.slot + 1,
+                "tid": REMOTE_LANE + remote_lanes[step.task] if step.task in remote_lanes
+                else 0 if step.slot is None else step.slot + 1,
                 "args": {
+                    "remote": step.remote,
                     "exit_code": step.exit_code,
                     "state": step.state,
                     "critical": step.critical,
@@ -316,6 +336,25 @@ def trace_events(report: RunReport, *, pid: int = 1, offset_us: float = 0.0, nam
             }
         )
     return events
+
+
+REMOTE_LANE = 1000  # the lanes of steps at sccache, which hold no local slot, come after the slots'
+
+
+def _remote_lanes(report: RunReport) -> dict[int, int]:
+    """Steps at sccache without a slot, packed into as few lanes as overlap allows."""
+    ends: list[float] = []
+    lanes: dict[int, int] = {}
+    for step in sorted(report.steps, key=lambda s: s.start or 0.0):
+        if step.remote is None or step.slot is not None or step.start is None or step.end is None:
+            continue
+        free = next((i for i, end in enumerate(ends) if end <= step.start), None)
+        if free is None:
+            ends.append(step.end)
+            free = len(ends) - 1
+        ends[free] = step.end
+        lanes[step.task] = free
+    return lanes
 
 
 def write_trace(
@@ -358,6 +397,12 @@ def format_summary(report: RunReport, *, what: str = "") -> str:
         misses = sum(m for _, m in counts.values())
         detail = ", ".join(f"{tool} {h}/{h + m}" for tool, (h, m) in counts.items())
         lines.append(f"  cache: {hits} hits, {misses} misses ({detail} hit)")
+    remote = report.remote_counts()
+    if remote:
+        sent = [s for s in report.steps if s.remote is not None]
+        waited = max(s.waited for s in sent)
+        detail = ", ".join(f"{what} {n}" for what, n in sorted(remote.items()))
+        lines.append(f"  sccache: {len(sent)} steps ({detail}); longest wait to start {waited:.2f} s")
     reran = [s.label for s in report.steps if s.reran]
     if reran:
         lines.append("  module_id differed, cicc rerun: " + ", ".join(reran))
@@ -426,6 +471,15 @@ def log_record(
                 "misses": sum(m for _, m in counts.values()),
                 "tools": {tool: {"hits": h, "misses": m} for tool, (h, m) in counts.items()},
             }
+        remote = report.remote_counts()
+        if remote:
+            sent = [s for s in report.steps if s.remote is not None]
+            record["remote"] = {
+                "launcher": "sccache",
+                "outcomes": remote,
+                "seconds": round(sum(s.seconds for s in sent), 6),
+                "waited_seconds": round(sum(s.waited for s in sent), 6),
+            }
         record["steps"] = [
             {
                 "index": s.index,
@@ -441,8 +495,10 @@ def log_record(
                 "state": s.state,
                 "critical": s.critical,
                 "wait": _round(s.waited if s.start is not None else None),
-                "command": s.action in ("exec", "shell"),
+                "command": s.action in ("exec", "shell", "remote"),
                 "cached": s.cached,
+                **({"remote": s.remote} if s.remote is not None else {}),
+                **({"remote_note": s.remote_note} if s.remote_note else {}),
             }
             for s in report.steps
         ]

@@ -65,6 +65,8 @@ class Record:
     split: bool = False  # a host compile's back task that only had to assemble
     split_note: str = ""  # a host compile's back task: why it compiled as printed instead
     cached: bool | None = None  # True: a cache hit; False: a cacheable step that missed
+    remote: str | None = None  # sent to sccache: what became of it (remote.Outcome)
+    remote_note: str = ""  # why it ran here after all
     slot: int | None = None
     # Captured output: (fd, path) in the order to forward them.
     captures: list[tuple[int, str]] = field(default_factory=list)
@@ -124,6 +126,8 @@ class Handler:
 
     run: Callable[[TaskRun], None]
     takes_slot: bool = True
+    # Tasks that run elsewhere (a build cluster): no local slot, at most this many at once.
+    capacity: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +166,10 @@ class TaskRun:
         """State one task leaves another of the same run (a host compile's front for its back)."""
         return self.runner.shared
 
-    def spawn(self, argv: Sequence[str], *, tag: str = "", env: Mapping[str, str] | None = None) -> Spawned | None:
+    def spawn(self, argv: Sequence[str], *, tag: str = "", env: Mapping[str, str] | None = None,
+              cwd: str | None = None) -> Spawned | None:  # fmt: skip
         """Run one command, its output captured to files; None when the task was killed first."""
-        return self.runner._spawn(self.task, list(argv), tag=tag, env=env)
+        return self.runner._spawn(self.task, list(argv), tag=tag, env=env, cwd=cwd)
 
     def exec(self, argv: Sequence[str]) -> None:
         """Run one command as the whole task: its exit code is the task's."""
@@ -286,6 +291,7 @@ class Runner:
         self.state_dir = state_dir  # where features keep what they learn (hostsplit's placeholders)
         self.shared: dict[Any, Any] = {}
         self._commands = 0  # slot-taking tasks running now
+        self._elsewhere: dict[Action, int] = {}  # running tasks of handlers with a capacity
         self.records = [Record(task.id) for task in dag.tasks]
         self._events: queue.Queue[tuple[int, BaseException | None]] = queue.Queue()
         self._running: dict[int, _Running] = {}
@@ -318,7 +324,11 @@ class Runner:
                     if failed is not None and task.order > tasks[failed].order:
                         heapq.heappop(ready)
                         continue
-                    if self._handler(task).takes_slot and not self._reserve_slot(task):
+                    handler = self._handler(task)
+                    if handler.capacity is not None and self._elsewhere.get(task.action, 0) >= handler.capacity:
+                        blocked = True
+                        break
+                    if handler.takes_slot and not self._reserve_slot(task):
                         blocked = bool(self._free_slots)
                         break
                     heapq.heappop(ready)
@@ -341,6 +351,8 @@ class Runner:
                     self._free_slots.append(record.slot)
                     if self._handler(tasks[task_id]).takes_slot:
                         self._commands -= 1
+                if self._handler(tasks[task_id]).capacity is not None:
+                    self._elsewhere[tasks[task_id].action] -= 1
                 if error is not None:
                     raise error
                 if run.killed:
@@ -418,6 +430,8 @@ class Runner:
     def _start(self, task: Task) -> None:
         record = self.records[task.id]
         record.slot = self._free_slots.pop() if self._handler(task).takes_slot else None
+        if self._handler(task).capacity is not None:
+            self._elsewhere[task.action] = self._elsewhere.get(task.action, 0) + 1
         if record.slot is not None:
             self._commands += 1
             if self.memory is not None:
@@ -447,7 +461,8 @@ class Runner:
         self._events.put((task.id, error))
 
     def _spawn(
-        self, task: Task, argv: list[str], *, tag: str = "", env: Mapping[str, str] | None = None
+        self, task: Task, argv: list[str], *, tag: str = "", env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
     ) -> Spawned | None:
         out_path = self._capture_path(task, 1, tag)
         err_path = out_path if self.combine_output else self._capture_path(task, 2, tag)
@@ -473,7 +488,7 @@ class Runner:
                         stdout=stdout,
                         stderr=stderr,
                         env=self.env if env is None else env,
-                        cwd=self.cwd,
+                        cwd=cwd or self.cwd,
                         process_group=0,
                     )
                 _, status, usage = os.wait4(run.proc.pid, 0)

@@ -209,7 +209,9 @@ def sum_phases(records: Iterable[CompileRecord], *, by_arch: bool) -> tuple[Phas
                 continue
             if by_arch and step.arch is None:
                 continue
-            total = totals.setdefault((step.kind, step.arch if by_arch else None), [0.0, 0.0, 0])
+            # steps through sccache are a phase of their own per outcome: "cicc (remote)"
+            kind = f"{step.kind} ({step.remote})" if step.remote else step.kind
+            total = totals.setdefault((kind, step.arch if by_arch else None), [0.0, 0.0, 0])
             total[0] += step.seconds
             total[1] += step.cpu_seconds or 0.0
             total[2] += 1

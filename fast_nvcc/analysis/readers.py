@@ -160,6 +160,7 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
             cpu_seconds=_float_or_none(step.get("cpu_seconds")),
             state=str(step.get("state", "done")),
             command=bool(step.get("command", True)),
+            remote=step.get("remote"),
         )
         for step in data.get("steps") or ()
     )

@@ -43,6 +43,7 @@ class Step:
     cpu_seconds: float | None
     state: str
     command: bool = True  # a subprocess (False: fast_nvcc's in-process bookkeeping)
+    remote: str | None = None  # --remote sccache: what became of it (remote, sccache-hit, ...)
 
 
 @dataclass(frozen=True, slots=True)
