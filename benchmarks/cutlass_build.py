@@ -437,7 +437,7 @@ def run_groups(groups: Sequence[str], *, config: Config, curand: Path | None, wo
             seconds = run_build(directory, build, jobs=config.jobs, env=env)
             record = {"key": key, "label": build.label, "config": config_dict(config), "fingerprint": config.fingerprint(),
                       "machine": info, "wall_seconds": seconds, "objects": digest_objects(directory),
-                      "tmp_leftovers": leftovers(tmp)}  # fmt: skip
+                      "tmp_leftovers": leftovers(tmp), "finished": time.time()}  # fmt: skip
             if build.launcher:
                 records = read_log(log)
                 record["log"] = analyze_log(records, jobs=config.jobs)
@@ -483,7 +483,7 @@ def load_results(paths: Sequence[Path]) -> list[dict]:
 def report(runs: Sequence[dict]) -> str:
     """One table per configuration, the variants in GROUPS order (the latest of each)."""
     by_config: dict[str, dict[str, dict]] = {}
-    for run in runs:
+    for run in sorted(runs, key=lambda r: r.get("finished", 0.0)):
         by_config.setdefault(run["fingerprint"], {})[run["key"]] = run
     return "\n\n".join(report_config(found) for found in by_config.values())
 
