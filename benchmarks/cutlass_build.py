@@ -176,15 +176,17 @@ def prepare(directory: Path) -> None:
 
 def find_cutlass(explicit: str | None, work: Path) -> tuple[Path, str]:
     """CUTLASS's tree (include/, tools/util/include/, examples/) and its version: from a wheel
-    (unpacked into ``work``), an unpacked wheel or a CUTLASS checkout, ``.cutlass/``, or the
-    installed nvidia-cutlass package."""
-    candidates = [Path(explicit)] if explicit else [*sorted(PREPARED.glob("nvidia_cutlass-*.whl")), PREPARED]
+    (unpacked into ``work``), a folder holding one, an unpacked wheel or a CUTLASS checkout;
+    by default ``.cutlass/``, else the installed nvidia-cutlass package."""
+    folder = Path(explicit) if explicit else PREPARED
+    candidates = [*sorted(folder.glob("nvidia_cutlass-*.whl")), folder] if folder.is_dir() else [folder]
     for path in candidates:
         if path.is_file() and path.suffix == ".whl":
             return unpack_wheel(path, work / "cutlass"), path.name.split("-")[1]
         for root in (path / "cutlass_library" / "source", path):
             if (root / "include" / "cutlass" / "cutlass.h").is_file():
-                return root, "?"
+                info = next(path.glob("nvidia_cutlass-*.dist-info"), None)
+                return root, info.name.removeprefix("nvidia_cutlass-").removesuffix(".dist-info") if info else "?"
     if explicit:
         raise SystemExit(f"cutlass_build: no CUTLASS tree or nvidia-cutlass wheel at {explicit}")
     spec = importlib.util.find_spec("cutlass_library")
@@ -267,8 +269,7 @@ def build_environment(build: Build, *, state: Path, log: Path, tmp: Path) -> dic
     # The caller's fast_nvcc settings would change what is measured.
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_")}
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    # One TMPDIR for every variant: the host compile's object names its temp source, and the
-    # same directory keeps nvcc's and fast_nvcc's objects comparable; it must be empty after.
+    # A TMPDIR of the build's own, to see that nothing is left in it (issue 9).
     env["TMPDIR"] = str(tmp)
     env["FAST_NVCC_CACHE_DIR"] = str(state / "cache")
     env["FAST_NVCC_POOL_DIR"] = str(state / "pool")
