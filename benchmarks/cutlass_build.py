@@ -353,12 +353,13 @@ def overlap(window: tuple[float, float], intervals: Iterable[tuple[float, float]
     return total
 
 
-def slot_wait(record: dict) -> float | None:
-    """The slot wait the log reports for this compile before its first step, if it has one."""
-    if "slot_wait_seconds" in record:
-        return float(record["slot_wait_seconds"])
-    steps = [s for s in record.get("steps", ()) if s.get("start") is not None and "slot_wait_seconds" in s]
-    return float(min(steps, key=lambda s: s["start"])["slot_wait_seconds"]) if steps else None
+def wait_window(record: dict, first: float) -> tuple[tuple[float, float], bool]:
+    """When the compile waited for its first step, and whether the log said so: from the plan
+    being ready (``run_start``) for the log's ``first_step_wait_seconds``, else from the process's
+    start plus the allowance for Python and the dryrun until its first step."""
+    if record.get("first_step_wait_seconds") is not None and record.get("run_start"):
+        return (record["run_start"], record["run_start"] + record["first_step_wait_seconds"]), True
+    return (record["time"] + STARTUP_ALLOWANCE, first), False
 
 
 def analyze_log(records: Sequence[dict], *, jobs: int) -> dict:
@@ -384,12 +385,12 @@ def analyze_log(records: Sequence[dict], *, jobs: int) -> dict:
     waits = []
     for r in compiles:
         first = min(s for s, _ in process_steps(r))
-        reported = slot_wait(r)
-        window = (first - reported, first) if reported is not None else (r["time"] + STARTUP_ALLOWANCE, first)
+        window, reported = wait_window(r, first)
         others = [(q, crowded[id(q)]) for q in compiles if q is not r]
         contended = overlap(window, (i for _, intervals in others for i in intervals))
         culprit = max(others, key=lambda item: overlap(window, item[1]), default=(None, []))[0]
-        waits.append({"source": name[id(r)], "first_step_after": first - r["time"], "slot_wait": reported,
+        waits.append({"source": name[id(r)], "first_step_after": first - r["time"],
+                      "slot_wait": window[1] - window[0] if reported else None,
                       "contended": contended, "other": name[id(culprit)] if culprit is not None and contended else None,
                       "other_max_steps": max_concurrency(process_steps(culprit), window) if culprit is not None and contended else 0})  # fmt: skip
     summary["waits_from_log"] = any(w["slot_wait"] is not None for w in waits)
@@ -553,7 +554,7 @@ def compare_objects(run: dict, plain: dict | None) -> str:
 
 def describe_log(label: str, log: dict, *, jobs: int) -> str:
     worst, contended = log["worst_first_step"], log["worst_contended"]
-    waited = "slot wait from the log" if log.get("waits_from_log") else f"process start + {STARTUP_ALLOWANCE} s"
+    waited = "the log's first_step_wait_seconds" if log.get("waits_from_log") else f"process start + {STARTUP_ALLOWANCE} s"
     text = (f"- {label}: floor = max(longest critical path {log['critical_path_seconds']:.1f} s "
             f"({log['critical_path_source']}), sum of steps {log['step_seconds']:.0f} s / {jobs} = "
             f"{log['step_seconds'] / jobs:.1f} s); host compile split in {log['split_host']} of {log['compiles']} "

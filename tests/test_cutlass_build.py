@@ -54,11 +54,16 @@ def test_waiting_while_every_other_compile_runs_one_step_is_not_starvation():
     assert log["worst_first_step"]["source"] == "c.cu"
 
 
-def test_a_logged_slot_wait_bounds_the_window():
+def test_the_logged_first_step_wait_is_the_window():
     busy = record("a.cu", time=100.0, steps=[(0, 5), (0, 3)], critical=5.0)
-    late = record("b.cu", time=100.0, steps=[(2.8, 6.8)], critical=4.0, slot_wait_seconds=1.0)
-    worst = cutlass_build.analyze_log([busy, late], jobs=2)["worst_contended"]
-    assert worst["slot_wait"] == 1.0 and worst["contended"] == pytest.approx(1.0)
+    late = record("b.cu", time=100.0, steps=[(1.0, 5.0)], critical=4.0)
+    # Without the field: from its start plus the allowance (100.5) to its first step (101.2).
+    guessed = cutlass_build.analyze_log([busy, late], jobs=2)
+    assert not guessed["waits_from_log"] and guessed["worst_contended"]["contended"] == pytest.approx(0.7)
+    # With it: from the plan being ready (run_start, 100.2) for the logged wait.
+    late["first_step_wait_seconds"] = 1.0
+    logged = cutlass_build.analyze_log([busy, late], jobs=2)
+    assert logged["waits_from_log"] and logged["worst_contended"]["contended"] == pytest.approx(1.0)
 
 
 def test_the_split_host_compile_runs_processes_though_the_log_says_no_command():
