@@ -135,6 +135,8 @@ NVCC_KEYS = ("nvcc", "nvcc-t0")
 # Python start and `nvcc --dryrun` come before a compile asks for a slot; this much of the
 # time before its first step is not counted as starvation when the log has no slot waits.
 STARTUP_ALLOWANCE = 0.5
+# Shorter contention is not starvation: a waiting compile polls the pool every 20 ms.
+POLL_SECONDS = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,6 +397,8 @@ def analyze_log(records: Sequence[dict], *, jobs: int) -> dict:
                       "other_max_steps": max_concurrency(process_steps(culprit), window) if culprit is not None and contended else 0})  # fmt: skip
     summary["waits_from_log"] = any(w["slot_wait"] is not None for w in waits)
     summary["worst_first_step"] = max(waits, key=lambda w: w["first_step_after"])
+    if summary["waits_from_log"]:
+        summary["worst_slot_wait"] = max(waits, key=lambda w: w["slot_wait"] or 0.0)
     summary["worst_contended"] = max(waits, key=lambda w: w["contended"])
     cached = [r["cache"] for r in records if r.get("cache")]
     if cached:
@@ -559,12 +563,17 @@ def describe_log(label: str, log: dict, *, jobs: int) -> str:
             f"({log['critical_path_source']}), sum of steps {log['step_seconds']:.0f} s / {jobs} = "
             f"{log['step_seconds'] / jobs:.1f} s); host compile split in {log['split_host']} of {log['compiles']} "
             f"compiles; modes {log['modes']}{'; ' + str(log['failed']) + ' failed' if log['failed'] else ''}. "
-            f"Longest wait for a first step: {worst['source']} {worst['first_step_after']:.1f} s after its start. ")
-    if contended["contended"] > 0:
+            f"Longest wait for a first step: {worst['source']} {worst['first_step_after']:.2f} s after its process "
+            f"started")
+    if log.get("worst_slot_wait"):
+        text += f"; for a slot (the log): {log['worst_slot_wait']['source']} {log['worst_slot_wait']['slot_wait']:.2f} s"
+    text += ". "
+    if contended["contended"] > POLL_SECONDS:
         text += (f"**Starved**: {contended['source']} waited (from {waited}) while another compile ran 2 or more "
-                 f"steps for {contended['contended']:.1f} s ({contended['other']}: up to {contended['other_max_steps']} at once).")
+                 f"steps for {contended['contended']:.2f} s ({contended['other']}: up to {contended['other_max_steps']} at once).")
     else:
-        text += f"No compile waited (from {waited}) while another ran 2 or more steps."
+        text += (f"No compile waited (from {waited}) while another ran 2 or more steps "
+                 f"(longest: {contended['contended']:.3f} s).")
     if log.get("cache"):
         tools = ", ".join(f"{t} {c.get('hits', 0)}/{c.get('hits', 0) + c.get('misses', 0)}"
                           for t, c in log["cache"].get("tools", {}).items())  # fmt: skip
