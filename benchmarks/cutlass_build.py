@@ -456,7 +456,7 @@ def run_groups(groups: Sequence[str], *, config: Config, curand: Path | None, wo
             done.append(record)
             if results:
                 merge_results(results, [record])
-        shutil.rmtree(state)  # the cache of a CUTLASS build takes gigabytes
+        shutil.rmtree(state)  # its cache: 20 MB for 00_basic_gemm at one architecture alone
     shutil.rmtree(tmp, ignore_errors=True)
     return done
 
