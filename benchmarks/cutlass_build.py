@@ -1,0 +1,659 @@
+#!/usr/bin/env python3
+"""A real project's build: NVIDIA CUTLASS's heavier example sources (the Hopper and Ampere
+GEMM/attention examples, from the nvidia-cutlass wheel) compiled to objects for two
+architectures (CUTLASS_NVCC_ARCHS="80;90a": SASS and PTX for each, four --generate-code per
+source), Release, CMake + Ninja with -j = cores, each variant from a clean build directory:
+
+* ``nvcc``: plain nvcc;  ``nvcc-t0``: nvcc -t0 (in CMAKE_CUDA_FLAGS);
+* ``fast_nvcc``: fast_nvcc as CMAKE_CUDA_COMPILER_LAUNCHER, twice with one fresh state
+  directory: first with no cost history, then with the costs the first build learned;
+* ``cache``: fast_nvcc with FAST_NVCC_CACHE=1 and a fresh cache: a cold build, then the
+  unchanged project again (warm; issue 11's bar: <= 5% of cold) in a fresh build directory,
+  and once more in the cold build's directory, cleaned and configured anew.
+
+Every fast_nvcc object is compared with plain nvcc's (temp names masked; as digests, so that
+variants measured in separate runs compare too).  From FAST_NVCC_LOG: the floor, max(longest
+compile's critical path, sum of step times / cores), and starvation: how long each compile
+waited for its first step, and whether another compile ran two or more steps meanwhile.
+
+Results are merged into a JSON file, so that the variants can be split over several runs:
+
+    python benchmarks/cutlass_build.py --prepare            # once, with network: fills .cutlass/
+    python benchmarks/cutlass_build.py [--cutlass WHEEL|DIR] [--variants nvcc,nvcc-t0,fast_nvcc,cache]
+        [--sources N | --quick | --examples REL ...] [--archs "80;90a"] [--jobs N] [--results FILE]
+    python benchmarks/cutlass_build.py --report FILE [FILE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from common import (
+    BENCHMARKS,
+    ROOT,
+    fast_nvcc_command,
+    find_nvcc,
+    machine,
+    masked,
+    read_log,
+    today,
+    tool_versions,
+)
+
+PROJECT = BENCHMARKS / "cutlass"
+PREPARED = ROOT / ".cutlass"  # ignored by git: the wheel and curand's headers (--prepare)
+CUTLASS_VERSION = "4.2.0.0"
+# CUTLASS's reference fills (tools/util/include/cutlass/util/reference/device/tensor_fill.h,
+# included by nearly every example) need curand_kernel.h, which a toolkit assembled from PyPI
+# wheels lacks; the headers of CUDA 13.0's curand are all it takes.
+CURAND_VERSION = "10.4.0.35"
+CURAND_PLATFORM = "manylinux_2_27_x86_64"
+
+# The heavier examples, Hopper (sm_90a kernels; for sm_80 their kernels compile empty) and
+# Ampere GEMM/attention; --sources N takes the first N (19, as in issue 9, by default).
+EXAMPLES = [
+    "48_hopper_warp_specialized_gemm/48_hopper_warp_specialized_gemm.cu",
+    "49_hopper_gemm_with_collective_builder/49_collective_builder.cu",
+    "50_hopper_gemm_with_epilogue_swizzle/50_hopper_gemm_with_epilogue_swizzle.cu",
+    "51_hopper_gett/51_hopper_gett.cu",
+    "52_hopper_gather_scatter_fusion/52_hopper_gather_scatter_fusion.cu",
+    "53_hopper_gemm_permute/53_hopper_gemm_permute.cu",
+    "54_hopper_fp8_warp_specialized_gemm/54_hopper_fp8_warp_specialized_gemm.cu",
+    "55_hopper_mixed_dtype_gemm/55_hopper_mixed_dtype_gemm.cu",
+    "56_hopper_ptr_array_batched_gemm/56_hopper_ptr_array_batched_gemm.cu",
+    "57_hopper_grouped_gemm/57_hopper_grouped_gemm.cu",
+    "61_hopper_gemm_with_topk_and_softmax/61_hopper_gemm_with_topk_and_softmax.cu",
+    "62_hopper_sparse_gemm/62_hopper_sparse_gemm.cu",
+    "63_hopper_gemm_with_weight_prefetch/63_hopper_gemm_with_weight_prefetch.cu",
+    "67_hopper_fp8_warp_specialized_gemm_with_blockwise_scaling/67_hopper_fp8_warp_specialized_gemm_with_blockwise_scaling.cu",
+    "88_hopper_fmha/88_hopper_fmha.cu",
+    "41_fused_multi_head_attention/fused_multihead_attention_fixed_seqlen.cu",
+    "41_fused_multi_head_attention/fused_multi_head_attention_backward.cu",
+    "47_ampere_gemm_universal_streamk/ampere_gemm_universal_streamk.cu",
+    "24_gemm_grouped/gemm_grouped.cu",
+    "69_hopper_mixed_dtype_grouped_gemm/69_hopper_mixed_dtype_grouped_gemm.cu",
+    "68_hopper_fp8_warp_specialized_grouped_gemm_with_blockwise_scaling/68_hopper_fp8_warp_specialized_grouped_gemm_with_blockwise_scaling.cu",
+    "35_gemm_softmax/gemm_softmax.cu",
+    "37_gemm_layernorm_gemm_fusion/gemm_layernorm.cu",
+]  # fmt: skip
+DEFAULT_SOURCES = 19
+# For the 2-core machine: one Hopper and one Ampere example.
+QUICK_EXAMPLES = [
+    "48_hopper_warp_specialized_gemm/48_hopper_warp_specialized_gemm.cu",
+    "47_ampere_gemm_universal_streamk/ampere_gemm_universal_streamk.cu",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    """One variant's build: nvcc's extra flags, fast_nvcc as the launcher, its cache."""
+
+    key: str
+    label: str
+    flags: str = ""
+    launcher: bool = False
+    cache: bool = False
+    directory: str = ""  # the build directory's name, if not build-<key>
+
+
+BUILDS = {
+    "nvcc": Build("nvcc", "nvcc"),
+    "nvcc-t0": Build("nvcc-t0", "nvcc -t0", flags="-t0"),
+    "fast_nvcc-cold": Build("fast_nvcc-cold", "fast_nvcc, no cost history", launcher=True),
+    "fast_nvcc-learned": Build("fast_nvcc-learned", "fast_nvcc, costs learned from the build before", launcher=True),
+    "cache-cold": Build("cache-cold", "fast_nvcc --cache, cold", launcher=True, cache=True),
+    "cache-warm": Build("cache-warm", "fast_nvcc --cache, warm (unchanged, fresh build dir)", launcher=True, cache=True),
+    # Cleaned and configured again at the cold build's path: what a key that holds the
+    # working directory can hit.
+    "cache-warm-same-dir": Build("cache-warm-same-dir", "fast_nvcc --cache, warm (unchanged, cold's build dir)",
+                                 launcher=True, cache=True, directory="build-cache-cold"),
+}
+# The builds of a variant share one fast_nvcc state directory (history, cache, pool) and run in
+# this order.
+GROUPS = {
+    "nvcc": ["nvcc"],
+    "nvcc-t0": ["nvcc-t0"],
+    "fast_nvcc": ["fast_nvcc-cold", "fast_nvcc-learned"],
+    "cache": ["cache-cold", "cache-warm", "cache-warm-same-dir"],
+}
+NVCC_KEYS = ("nvcc", "nvcc-t0")
+# Python start and `nvcc --dryrun` come before a compile asks for a slot; this much of the
+# time before its first step is not counted as starvation when the log has no slot waits.
+STARTUP_ALLOWANCE = 0.5
+# Shorter contention is not starvation: a waiting compile polls the pool every 20 ms.
+POLL_SECONDS = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """What must agree for two builds' times and objects to be compared."""
+
+    examples: tuple[str, ...]
+    archs: str
+    jobs: int
+    source_root: str
+    nvcc: str
+
+    def fingerprint(self) -> str:
+        fields = [self.examples, self.archs, self.jobs, self.source_root, self.nvcc]
+        return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
+
+
+# -- the sources -------------------------------------------------------------------------------
+
+
+def prepare(directory: Path) -> None:
+    """Fill ``directory`` with the nvidia-cutlass wheel and curand's headers (needs PyPI)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d"]
+    subprocess.run([*pip, str(directory), f"nvidia-cutlass=={CUTLASS_VERSION}"], check=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([*pip, tmp, "--platform", CURAND_PLATFORM, f"nvidia-curand=={CURAND_VERSION}"], check=True)
+        (wheel,) = Path(tmp).glob("*.whl")
+        target = directory / "curand" / "include"
+        target.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(wheel) as archive:
+            for name in archive.namelist():
+                if "/include/" in name and name.endswith(".h"):
+                    (target / Path(name).name).write_bytes(archive.read(name))
+                elif name.endswith("License.txt"):
+                    (directory / "curand" / "License.txt").write_bytes(archive.read(name))
+    print(f"{directory}: {sum(p.stat().st_size for p in directory.rglob('*') if p.is_file()) / 2**20:.1f} MiB")
+
+
+def find_cutlass(explicit: str | None, work: Path) -> tuple[Path, str]:
+    """CUTLASS's tree (include/, tools/util/include/, examples/) and its version: from a wheel
+    (unpacked into ``work``), a folder holding one, an unpacked wheel or a CUTLASS checkout;
+    by default ``.cutlass/``, else the installed nvidia-cutlass package."""
+    folder = Path(explicit) if explicit else PREPARED
+    candidates = [*sorted(folder.glob("nvidia_cutlass-*.whl")), folder] if folder.is_dir() else [folder]
+    for path in candidates:
+        if path.is_file() and path.suffix == ".whl":
+            return unpack_wheel(path, work / "cutlass"), path.name.split("-")[1]
+        for root in (path / "cutlass_library" / "source", path):
+            if (root / "include" / "cutlass" / "cutlass.h").is_file():
+                info = next(path.glob("nvidia_cutlass-*.dist-info"), None)
+                return root, info.name.removeprefix("nvidia_cutlass-").removesuffix(".dist-info") if info else "?"
+    if explicit:
+        raise SystemExit(f"cutlass_build: no CUTLASS tree or nvidia-cutlass wheel at {explicit}")
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec and spec.submodule_search_locations:
+        root = Path(next(iter(spec.submodule_search_locations))) / "source"
+        if (root / "include" / "cutlass" / "cutlass.h").is_file():
+            return root, importlib.metadata.version("nvidia-cutlass")
+    raise SystemExit("cutlass_build: no CUTLASS sources: run --prepare, pass --cutlass, or pip install nvidia-cutlass")
+
+
+def unpack_wheel(wheel: Path, target: Path) -> Path:
+    """The parts of the wheel a compile reads, at a fixed path: object files embed the source
+    path (the module_id hashes it), so runs on one machine must see the same one."""
+    root = target / "cutlass_library" / "source"
+    stamp = target / "unpacked-from"
+    identity = f"{wheel.name} {wheel.stat().st_size}"
+    if stamp.is_file() and stamp.read_text() == identity:
+        return root
+    shutil.rmtree(target, ignore_errors=True)
+    wanted = tuple(f"cutlass_library/source/{p}/" for p in ("include", "tools/util/include", "examples"))
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(target, [n for n in archive.namelist() if n.startswith(wanted)])
+    stamp.write_text(identity)
+    return root
+
+
+def find_curand(explicit: str | None, nvcc: str) -> Path | None:
+    """A directory with curand_kernel.h for the compiles, or None where nvcc's own includes
+    have it."""
+    if explicit:
+        return Path(explicit).resolve()
+    if any((Path(d) / "curand_kernel.h").is_file() for d in nvcc_includes(nvcc)):
+        return None
+    candidates = [PREPARED / "curand" / "include"]
+    spec = importlib.util.find_spec("nvidia")
+    if spec and spec.submodule_search_locations:
+        for base in spec.submodule_search_locations:
+            candidates += [Path(base) / "cu13" / "include", Path(base) / "curand" / "include"]
+    for directory in candidates:
+        if (directory / "curand_kernel.h").is_file():
+            return directory.resolve()
+    raise SystemExit("cutlass_build: curand_kernel.h is not in nvcc's includes: run --prepare or pass --curand DIR")
+
+
+def nvcc_variables(nvcc: str) -> dict[str, str]:
+    """The variables of nvcc's plan (TOP, INCLUDES, ...), as ``nvcc --dryrun`` prints them."""
+    proc = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull], capture_output=True, text=True)
+    return dict(line[3:].split("=", 1) for line in proc.stderr.splitlines() if line.startswith("#$ ") and "=" in line.split()[1])
+
+
+def nvcc_includes(nvcc: str) -> list[str]:
+    words = nvcc_variables(nvcc).get("INCLUDES", "").split()
+    return [w.strip('"')[2:] for w in words if w.strip('"').startswith("-I")]
+
+
+def warm_page_cache(source_root: Path, nvcc: str) -> None:
+    """Read CUTLASS's tree and nvcc's toolkit once, so that the first variant of a run does not
+    pay for the disk reads that the later ones are spared."""
+    top = nvcc_variables(nvcc).get("TOP")
+    roots = [source_root / "include", source_root / "tools" / "util" / "include", source_root / "examples"]
+    if top:
+        roots += [Path(top) / "bin", Path(top) / "nvvm", Path(top) / "include", *Path(top).glob("targets/*/include")]
+    for root in roots:
+        for path in root.rglob("*"):
+            with contextlib.suppress(OSError):
+                if path.is_file():
+                    path.read_bytes()
+
+
+def expand_archs(archs: str) -> str:
+    """CUTLASS_NVCC_ARCHS ("80;90a") as CMAKE_CUDA_ARCHITECTURES: SASS and PTX for each, as
+    CUTLASS's default CUTLASS_NVCC_EMBED_CUBIN and _PTX do."""
+    return ";".join(f"{a}-real;{a}-virtual" for a in archs.split(";") if a)
+
+
+# -- one build ---------------------------------------------------------------------------------
+
+
+def build_environment(build: Build, *, state: Path, log: Path, tmp: Path) -> dict[str, str]:
+    # The caller's fast_nvcc settings would change what is measured.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_")}
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # A TMPDIR of the build's own, to see that nothing is left in it (issue 9).
+    env["TMPDIR"] = str(tmp)
+    env["FAST_NVCC_CACHE_DIR"] = str(state / "cache")
+    env["FAST_NVCC_POOL_DIR"] = str(state / "pool")
+    env["FAST_NVCC_LOG"] = str(log)
+    if build.cache:
+        env["FAST_NVCC_CACHE"] = "1"
+    return env
+
+
+def configure(directory: Path, build: Build, *, config: Config, curand: Path | None, env: dict[str, str]) -> None:
+    command = ["cmake", "-S", str(PROJECT), "-B", str(directory), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+               f"-DCMAKE_CUDA_COMPILER={config.nvcc}", f"-DCMAKE_CUDA_ARCHITECTURES={expand_archs(config.archs)}",
+               f"-DCMAKE_CUDA_FLAGS={build.flags}", f"-DCUTLASS_SOURCE={config.source_root}",
+               f"-DCUTLASS_EXAMPLES={';'.join(config.examples)}"]  # fmt: skip
+    if curand:
+        command.append(f"-DCUTLASS_EXTRA_INCLUDE={curand}")
+    if build.launcher:
+        command.append(f"-DCMAKE_CUDA_COMPILER_LAUNCHER={';'.join(fast_nvcc_command())}")
+    proc = subprocess.run(command, capture_output=True, text=True, env=env)
+    if proc.returncode:
+        raise SystemExit(f"cutlass_build: cmake failed for {build.label}:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+
+
+def run_build(directory: Path, build: Build, *, jobs: int, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(["cmake", "--build", str(directory), "-j", str(jobs)], capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - start
+    (directory / "build-output.txt").write_text(proc.stdout + proc.stderr)
+    if proc.returncode:
+        failed = [line for line in proc.stdout.splitlines() if line.startswith("FAILED:")]
+        raise SystemExit(f"cutlass_build: {build.label} failed ({', '.join(failed) or 'see output'}):\n"
+                         f"{proc.stdout[-4000:]}\n(drop a failing example with --exclude NAME)")  # fmt: skip
+    return seconds
+
+
+def digest_objects(directory: Path) -> dict[str, str]:
+    """Each object's SHA-256 after masking nvcc's temp names, by path in the build directory."""
+    return {str(p.relative_to(directory)): hashlib.sha256(masked(p)).hexdigest()
+            for p in sorted(directory.rglob("*.cu.o"))}  # fmt: skip
+
+
+def leftovers(tmp: Path) -> list[str]:
+    return sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*"))
+
+
+# -- FAST_NVCC_LOG: the floor and starvation ---------------------------------------------------
+
+
+def process_steps(record: dict) -> list[tuple[float, float]]:
+    """Absolute (start, end) of the steps that ran a process.  The log's ``command`` is false
+    for the split host compile's cc1plus and as, which do run, so a step with resource usage
+    (``cpu_seconds``) counts too."""
+    base = record.get("run_start") or 0.0
+    return [(base + s["start"], base + s["end"]) for s in record.get("steps", ())
+            if s.get("start") is not None and s.get("end") is not None
+            and (s.get("command") or s.get("cpu_seconds") is not None)]  # fmt: skip
+
+
+def busy_intervals(steps: Sequence[tuple[float, float]], *, at_least: int) -> list[tuple[float, float]]:
+    """The times at which ``at_least`` or more of ``steps`` run at once."""
+    events = sorted([(s, 1) for s, _ in steps] + [(e, -1) for _, e in steps], key=lambda ev: (ev[0], ev[1]))
+    intervals, running, since = [], 0, 0.0
+    for when, change in events:
+        before = running
+        running += change
+        if before < at_least <= running:
+            since = when
+        elif running < at_least <= before and when > since:
+            intervals.append((since, when))
+    return intervals
+
+
+def overlap(window: tuple[float, float], intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the part of ``window`` covered by the union of ``intervals``."""
+    clipped = sorted((max(s, window[0]), min(e, window[1])) for s, e in intervals if e > window[0] and s < window[1])
+    total, reach = 0.0, window[0]
+    for start, end in clipped:
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def wait_window(record: dict, first: float) -> tuple[tuple[float, float], bool]:
+    """When the compile waited for its first step, and whether the log said so: from the plan
+    being ready (``run_start``) for the log's ``first_step_wait_seconds``, else from the process's
+    start plus the allowance for Python and the dryrun until its first step."""
+    if record.get("first_step_wait_seconds") is not None and record.get("run_start"):
+        return (record["run_start"], record["run_start"] + record["first_step_wait_seconds"]), True
+    return (record["time"] + STARTUP_ALLOWANCE, first), False
+
+
+def analyze_log(records: Sequence[dict], *, jobs: int) -> dict:
+    """The floor and the starvation of one build from its FAST_NVCC_LOG records."""
+    compiles = [r for r in records if process_steps(r)]
+    modes = Counter(r.get("mode", "?") for r in records)
+    summary: dict = {"compiles": len(records), "modes": dict(modes),
+                     "failed": sum(1 for r in records if r.get("exit_code"))}  # fmt: skip
+    if not compiles:
+        return summary
+    name = {id(r): Path((r.get("sources") or ["?"])[0]).name for r in records}
+    longest = max(compiles, key=lambda r: r.get("critical_path_seconds") or 0.0)
+    step_sum = sum(e - s for r in compiles for s, e in process_steps(r))
+    critical = longest.get("critical_path_seconds") or 0.0
+    summary.update(
+        critical_path_seconds=critical, critical_path_source=name[id(longest)], step_seconds=step_sum,
+        floor_seconds=max(critical, step_sum / jobs),
+        # Split, cc1plus ran on its own (a fallback logs an empty cc1plus step, then gcc -c).
+        split_host=sum(1 for r in compiles if any(s.get("tool") == "cc1plus" and s.get("cpu_seconds") is not None
+                                                  for s in r["steps"])),
+    )  # fmt: skip
+    crowded = {id(r): busy_intervals(process_steps(r), at_least=2) for r in compiles}
+    waits = []
+    for r in compiles:
+        first = min(s for s, _ in process_steps(r))
+        window, reported = wait_window(r, first)
+        others = [(q, crowded[id(q)]) for q in compiles if q is not r]
+        contended = overlap(window, (i for _, intervals in others for i in intervals))
+        culprit = max(others, key=lambda item: overlap(window, item[1]), default=(None, []))[0]
+        waits.append({"source": name[id(r)], "first_step_after": first - r["time"],
+                      "slot_wait": window[1] - window[0] if reported else None,
+                      "contended": contended, "other": name[id(culprit)] if culprit is not None and contended else None,
+                      "other_max_steps": max_concurrency(process_steps(culprit), window) if culprit is not None and contended else 0})  # fmt: skip
+    summary["waits_from_log"] = any(w["slot_wait"] is not None for w in waits)
+    summary["worst_first_step"] = max(waits, key=lambda w: w["first_step_after"])
+    if summary["waits_from_log"]:
+        summary["worst_slot_wait"] = max(waits, key=lambda w: w["slot_wait"] or 0.0)
+    summary["worst_contended"] = max(waits, key=lambda w: w["contended"])
+    cached = [r["cache"] for r in records if r.get("cache")]
+    if cached:
+        tools: dict[str, Counter] = {}
+        for counts in cached:
+            for tool, c in counts.get("tools", {}).items():
+                tools.setdefault(tool, Counter()).update(hits=c.get("hits", 0), misses=c.get("misses", 0))
+        summary["cache"] = {"hits": sum(c.get("hits", 0) for c in cached), "misses": sum(c.get("misses", 0) for c in cached),
+                            "tools": {t: dict(c) for t, c in tools.items()}}  # fmt: skip
+    return summary
+
+
+def max_concurrency(steps: Sequence[tuple[float, float]], window: tuple[float, float]) -> int:
+    inside = [(max(s, window[0]), min(e, window[1])) for s, e in steps if e > window[0] and s < window[1]]
+    return max((sum(1 for s, e in inside if s <= t < e) for t, _ in inside), default=0)
+
+
+# -- a run: the selected groups, merged into the results file ----------------------------------
+
+
+def run_groups(groups: Sequence[str], *, config: Config, curand: Path | None, work: Path, cutlass_version: str,
+               results: Path | None, logs: Path | None) -> list[dict]:  # fmt: skip
+    info = {**machine(), **tool_versions(config.nvcc), "date": today(), "cmake": first_line(["cmake", "--version"]),
+            "ninja": first_line(["ninja", "--version"]), "cutlass": cutlass_version}  # fmt: skip
+    tmp = work / "tmp"
+    warm_page_cache(Path(config.source_root), config.nvcc)
+    done = []
+    for group in groups:
+        state = work / f"state-{group}"
+        shutil.rmtree(state, ignore_errors=True)
+        state.mkdir(parents=True)
+        for key in GROUPS[group]:
+            build = BUILDS[key]
+            directory = work / (build.directory or f"build-{key}")
+            log = work / f"{key}.jsonl"
+            shutil.rmtree(directory, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            log.unlink(missing_ok=True)
+            env = build_environment(build, state=state, log=log, tmp=tmp)
+            configure(directory, build, config=config, curand=curand, env=env)
+            seconds = run_build(directory, build, jobs=config.jobs, env=env)
+            record = {"key": key, "label": build.label, "config": config_dict(config), "fingerprint": config.fingerprint(),
+                      "machine": info, "wall_seconds": seconds, "objects": digest_objects(directory),
+                      "tmp_leftovers": leftovers(tmp), "finished": time.time()}  # fmt: skip
+            if build.launcher:
+                records = read_log(log)
+                record["log"] = analyze_log(records, jobs=config.jobs)
+                if logs:
+                    logs.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(log, logs / f"cutlass-{key}.jsonl")
+            print(f"{build.label:58s} {seconds:8.2f} s  ({len(record['objects'])} objects)", file=sys.stderr, flush=True)
+            shutil.rmtree(directory)
+            done.append(record)
+            if results:
+                merge_results(results, [record])
+        shutil.rmtree(state)  # its cache: 20 MB for 00_basic_gemm at one architecture alone
+    shutil.rmtree(tmp, ignore_errors=True)
+    return done
+
+
+def config_dict(config: Config) -> dict:
+    return {"examples": list(config.examples), "archs": config.archs, "jobs": config.jobs,
+            "source_root": config.source_root, "nvcc": config.nvcc}  # fmt: skip
+
+
+def merge_results(path: Path, records: Sequence[dict]) -> None:
+    """Add ``records`` to the file; a record replaces an earlier one of the same variant and
+    configuration.  Written to a temporary file and renamed: a killed run loses nothing."""
+    runs = load_results([path]) if path.exists() else []
+    replaced = {(r["key"], r["fingerprint"]) for r in records}
+    runs = [r for r in runs if (r["key"], r["fingerprint"]) not in replaced] + list(records)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps({"scenario": "cutlass-build", "runs": runs}, indent=1))
+    partial.replace(path)
+
+
+def load_results(paths: Sequence[Path]) -> list[dict]:
+    runs: list[dict] = []
+    for path in paths:
+        runs.extend(json.loads(path.read_text())["runs"])
+    return runs
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def report(runs: Sequence[dict]) -> str:
+    """One table per configuration, the variants in GROUPS order (the latest of each)."""
+    by_config: dict[str, dict[str, dict]] = {}
+    for run in sorted(runs, key=lambda r: r.get("finished", 0.0)):
+        by_config.setdefault(run["fingerprint"], {})[run["key"]] = run
+    return "\n\n".join(report_config(found) for found in by_config.values())
+
+
+def report_config(found: dict[str, dict]) -> str:
+    order = [key for keys in GROUPS.values() for key in keys if key in found]
+    any_run = found[order[0]]
+    config, info = any_run["config"], any_run["machine"]
+    archs = config["archs"].split(";")
+    lines = [f"## Real project: CUTLASS {info.get('cutlass', '?')} examples, {len(config['examples'])} sources × "
+             f"{len(archs)} architectures ({', '.join(archs)}), CMake + Ninja -j{config['jobs']}",
+             f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['gcc']}, {info['cmake']}, "
+             f"ninja {info['ninja']}, {info['date']}", ""]  # fmt: skip
+    plain = found.get("nvcc")
+    nvccs = [found[k] for k in NVCC_KEYS if k in found]
+    best = min(nvccs, key=lambda r: r["wall_seconds"]) if nvccs else None
+    lines += ["| variant | wall s | vs plain nvcc | vs best nvcc | floor s | wall / floor | objects vs nvcc's |",
+              "|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    for key in order:
+        run = found[key]
+        wall, log = run["wall_seconds"], run.get("log", {})
+        floor = log.get("floor_seconds")
+        lines.append(f"| {run['label']} | {wall:.1f} | {ratio(wall, plain)} | {ratio(wall, best)} "
+                     f"| {f'{floor:.1f}' if floor else ''} | {f'{wall / floor:.2f}' if floor else ''} "
+                     f"| {compare_objects(run, plain)} |")  # fmt: skip
+    lines.append("")
+    if best:
+        lines.append(f"best nvcc variant: `{best['label']}`; ratios are wall-time ratios (lower is faster).")
+    for key in order:
+        log = found[key].get("log")
+        if log and "floor_seconds" in log:
+            lines.append(describe_log(found[key]["label"], log, jobs=config["jobs"]))
+    for warm_key in ("cache-warm", "cache-warm-same-dir"):
+        if "cache-cold" in found and warm_key in found:
+            cold, warm = found["cache-cold"]["wall_seconds"], found[warm_key]["wall_seconds"]
+            lines.append(f"- {found[warm_key]['label']} / cold = {warm:.1f} / {cold:.1f} s = **{100 * warm / cold:.1f}%** "
+                         "(issue 11: ≤ 5%)")  # fmt: skip
+    if "cache-cold" in found:
+        cold = found["cache-cold"]["wall_seconds"]
+        if "fast_nvcc-cold" in found:
+            without = found["fast_nvcc-cold"]["wall_seconds"]
+            lines.append(f"- cache: cold with the cache / fast_nvcc without it (no history either) = {cold / without:.2f}x")
+    for key in order:
+        if found[key].get("tmp_leftovers"):
+            lines.append(f"- {found[key]['label']}: left {len(found[key]['tmp_leftovers'])} files in $TMPDIR")
+    return "\n".join(lines)
+
+
+def ratio(wall: float, against: dict | None) -> str:
+    return f"{wall / against['wall_seconds']:.2f}x" if against else ""
+
+
+def compare_objects(run: dict, plain: dict | None) -> str:
+    if run["key"] in NVCC_KEYS:
+        return f"{len(run['objects'])} (reference)" if run["key"] == "nvcc" else ""
+    if plain is None:
+        return f"{len(run['objects'])}, no nvcc run to compare"
+    if run["config"]["source_root"] != plain["config"]["source_root"]:
+        return "not comparable (other source path)"
+    differ = sorted(k for k in plain["objects"].keys() | run["objects"].keys()
+                    if plain["objects"].get(k) != run["objects"].get(k))  # fmt: skip
+    if not differ:
+        return f"all {len(run['objects'])} identical"
+    return f"**{len(differ)} DIFFER**: {', '.join(Path(d).name for d in differ[:4])}"
+
+
+def describe_log(label: str, log: dict, *, jobs: int) -> str:
+    worst, contended = log["worst_first_step"], log["worst_contended"]
+    waited = "the log's first_step_wait_seconds" if log.get("waits_from_log") else f"process start + {STARTUP_ALLOWANCE} s"
+    text = (f"- {label}: floor = max(longest critical path {log['critical_path_seconds']:.1f} s "
+            f"({log['critical_path_source']}), sum of steps {log['step_seconds']:.0f} s / {jobs} = "
+            f"{log['step_seconds'] / jobs:.1f} s); host compile split in {log['split_host']} of {log['compiles']} "
+            f"compiles; modes {log['modes']}{'; ' + str(log['failed']) + ' failed' if log['failed'] else ''}. "
+            f"Longest wait for a first step: {worst['source']} {worst['first_step_after']:.2f} s after its process "
+            f"started")
+    if log.get("worst_slot_wait"):
+        text += f"; for a slot (the log): {log['worst_slot_wait']['source']} {log['worst_slot_wait']['slot_wait']:.2f} s"
+    text += ". "
+    if contended["contended"] > POLL_SECONDS:
+        text += (f"**Starved**: {contended['source']} waited (from {waited}) while another compile ran 2 or more "
+                 f"steps for {contended['contended']:.2f} s ({contended['other']}: up to {contended['other_max_steps']} at once).")
+    else:
+        text += (f"No compile waited (from {waited}) while another ran 2 or more steps "
+                 f"(longest: {contended['contended']:.3f} s).")
+    if log.get("cache"):
+        tools = ", ".join(f"{t} {c.get('hits', 0)}/{c.get('hits', 0) + c.get('misses', 0)}"
+                          for t, c in log["cache"].get("tools", {}).items())  # fmt: skip
+        text += f" Cache hits: {log['cache']['hits']} of {log['cache']['hits'] + log['cache']['misses']} ({tools})."
+    return text
+
+
+def first_line(command: list[str]) -> str:
+    try:
+        return subprocess.run(command, capture_output=True, text=True).stdout.splitlines()[0].strip()
+    except (OSError, IndexError):
+        return "?"
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+def select_examples(options: argparse.Namespace) -> list[str]:
+    if options.examples:
+        chosen = options.examples
+    elif options.quick:
+        chosen = QUICK_EXAMPLES
+    else:
+        chosen = EXAMPLES[: options.sources]
+    excluded = set(options.exclude or ())
+    return [e for e in chosen if e not in excluded and Path(e).parent.name not in excluded and Path(e).stem not in excluded]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="A real project's build (CUTLASS's examples): nvcc and fast_nvcc.")
+    parser.add_argument("--prepare", nargs="?", const=str(PREPARED), metavar="DIR",
+                        help="download the nvidia-cutlass wheel and curand's headers into DIR (default .cutlass/)")  # fmt: skip
+    parser.add_argument("--report", nargs="+", metavar="FILE", help="print the table of these results files and stop")
+    parser.add_argument("--cutlass", help="nvidia-cutlass wheel, unpacked wheel or CUTLASS tree (default: .cutlass/, else installed)")
+    parser.add_argument("--curand", help="directory with curand_kernel.h (default: nvcc's own, else .cutlass/curand/include)")
+    parser.add_argument("--nvcc")
+    parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--archs", default="80;90a", help="CUTLASS_NVCC_ARCHS (default 80;90a)")
+    parser.add_argument("--sources", type=int, default=DEFAULT_SOURCES, help=f"the first N of {len(EXAMPLES)} examples")
+    parser.add_argument("--quick", action="store_true", help=f"{len(QUICK_EXAMPLES)} examples, for a 2-core machine")
+    parser.add_argument("--examples", nargs="+", metavar="REL", help="these sources (relative to examples/) instead")
+    parser.add_argument("--exclude", action="append", metavar="NAME", help="leave out an example (directory or file name)")
+    parser.add_argument("--variants", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
+    parser.add_argument("--results", help="merge the results into this JSON file (and print all it holds)")
+    parser.add_argument("--logs", help="copy each fast_nvcc build's FAST_NVCC_LOG here")
+    parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "fast_nvcc-cutlass"),
+                        help="build directories, state and the unpacked wheel (a fixed path keeps objects comparable)")  # fmt: skip
+    options = parser.parse_args(argv)
+    if options.prepare:
+        prepare(Path(options.prepare))
+        return 0
+    if options.report:
+        print(report(load_results([Path(p) for p in options.report])))
+        return 0
+    groups = [g.strip() for g in options.variants.split(",") if g.strip()]
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown:
+        parser.error(f"unknown variant {', '.join(unknown)} (known: {', '.join(GROUPS)})")
+    work = Path(options.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    nvcc = find_nvcc(options.nvcc)
+    source_root, version = find_cutlass(options.cutlass, work)
+    curand = find_curand(options.curand, nvcc)
+    examples = select_examples(options)
+    missing = [e for e in examples if not (source_root / "examples" / e).is_file()]
+    if missing:
+        parser.error(f"not in {source_root / 'examples'}: {', '.join(missing)}")
+    config = Config(tuple(examples), options.archs, options.jobs, str(source_root), nvcc)
+    results = Path(options.results) if options.results else None
+    print(f"{len(examples)} examples × {options.archs}, -j{options.jobs}, from {source_root}"
+          f"{f' (curand: {curand})' if curand else ''}", file=sys.stderr, flush=True)  # fmt: skip
+    done = run_groups(groups, config=config, curand=curand, work=work, cutlass_version=version, results=results,
+                      logs=Path(options.logs) if options.logs else None)  # fmt: skip
+    runs = load_results([results]) if results else done
+    print(report(runs))
+    plain = next((r for r in reversed(runs) if r["key"] == "nvcc" and r["fingerprint"] == config.fingerprint()), None)
+    return 0 if all("DIFFER" not in compare_objects(r, plain) for r in done) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

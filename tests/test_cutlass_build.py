@@ -1,0 +1,94 @@
+"""The real-project benchmark's reading of FAST_NVCC_LOG (benchmarks/cutlass_build.py): the floor
+and starved compiles decide issue 9, so they are checked on logs whose answer is known."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import cutlass_build  # noqa: E402
+
+
+def record(source: str, *, time: float, steps: list[tuple[float, float]], critical: float, **extra) -> dict:
+    """A FAST_NVCC_LOG line: its process starts at ``time``, its steps count from time + 0.2."""
+    return {"time": time, "run_start": time + 0.2, "sources": [source], "mode": "dag", "exit_code": 0,
+            "critical_path_seconds": critical, **extra,
+            "steps": [{"tool": "cicc", "start": s, "end": e, "command": True, "cpu_seconds": e - s} for s, e in steps]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("steps", "at_least", "expected"),
+    [
+        ([(0, 5), (0, 3)], 2, [(0, 3)]),
+        ([(0, 2), (2, 4)], 2, []),
+        ([(0, 4), (1, 2), (3, 5)], 2, [(1, 2), (3, 4)]),
+        ([(0, 4), (1, 3), (2, 5)], 3, [(2, 3)]),
+    ],
+)
+def test_busy_intervals(steps, at_least, expected):
+    assert cutlass_build.busy_intervals(steps, at_least=at_least) == expected
+
+
+def test_a_compile_that_waits_while_another_runs_two_steps_is_starved():
+    busy = record("a.cu", time=100.0, steps=[(0, 5), (0, 3)], critical=5.0)
+    late = record("b.cu", time=100.0, steps=[(2.8, 6.8)], critical=4.0)
+    log = cutlass_build.analyze_log([busy, late], jobs=2)
+    worst = log["worst_contended"]
+    assert worst["source"] == "b.cu" and worst["other"] == "a.cu" and worst["other_max_steps"] == 2
+    # From its start plus the allowance for Python and the dryrun to its first step at 103.0,
+    # a.cu ran two steps all along (until 103.2).
+    assert worst["contended"] == pytest.approx(3.0 - cutlass_build.STARTUP_ALLOWANCE)
+    assert log["floor_seconds"] == pytest.approx(max(5.0, 12.0 / 2))
+
+
+def test_waiting_while_every_other_compile_runs_one_step_is_not_starvation():
+    a = record("a.cu", time=100.0, steps=[(0, 3), (3, 5)], critical=5.0)
+    b = record("b.cu", time=100.0, steps=[(0, 4)], critical=4.0)
+    c = record("c.cu", time=100.0, steps=[(3, 6)], critical=3.0)
+    log = cutlass_build.analyze_log([a, b, c], jobs=2)
+    assert log["worst_contended"]["contended"] == 0
+    assert log["worst_first_step"]["source"] == "c.cu"
+
+
+def test_the_logged_first_step_wait_is_the_window():
+    busy = record("a.cu", time=100.0, steps=[(0, 5), (0, 3)], critical=5.0)
+    late = record("b.cu", time=100.0, steps=[(1.0, 5.0)], critical=4.0)
+    # Without the field: from its start plus the allowance (100.5) to its first step (101.2).
+    guessed = cutlass_build.analyze_log([busy, late], jobs=2)
+    assert not guessed["waits_from_log"] and guessed["worst_contended"]["contended"] == pytest.approx(0.7)
+    # With it: from the plan being ready (run_start, 100.2) for the logged wait.
+    late["first_step_wait_seconds"] = 1.0
+    logged = cutlass_build.analyze_log([busy, late], jobs=2)
+    assert logged["waits_from_log"] and logged["worst_contended"]["contended"] == pytest.approx(1.0)
+
+
+def test_the_split_host_compile_runs_processes_though_the_log_says_no_command():
+    split = record("a.cu", time=100.0, steps=[(0, 1)], critical=2.0)
+    split["steps"].append({"tool": "cc1plus", "start": 1.0, "end": 2.0, "command": False, "cpu_seconds": 0.9})
+    fallback = record("b.cu", time=100.0, steps=[(0, 1)], critical=2.0)
+    fallback["steps"].append({"tool": "cc1plus", "start": 1.0, "end": 1.0, "command": False, "cpu_seconds": None})
+    log = cutlass_build.analyze_log([split, fallback], jobs=2)
+    assert log["split_host"] == 1
+    assert log["step_seconds"] == pytest.approx(3.0)
+
+
+def test_results_merge_keeps_the_latest_of_each_variant_and_compares_objects(tmp_path):
+    def run(key: str, wall: float, digest: str, finished: float) -> dict:
+        config = {"examples": ["x.cu"], "archs": "80", "jobs": 2, "source_root": "/src", "nvcc": "nvcc"}
+        return {"key": key, "label": cutlass_build.BUILDS[key].label, "config": config, "fingerprint": "f",
+                "machine": {"cores": "2", "cpu": "cpu", "nvcc": "13.0", "gcc": "gcc", "cmake": "cmake",
+                            "ninja": "1.11", "date": "2026-11-22"},
+                "wall_seconds": wall, "objects": {"x.cu.o": digest}, "tmp_leftovers": [], "finished": finished}  # fmt: skip
+
+    first, second = tmp_path / "one.json", tmp_path / "two.json"
+    cutlass_build.merge_results(first, [run("nvcc", 10.0, "aa", 1.0)])
+    cutlass_build.merge_results(first, [run("nvcc", 12.0, "aa", 2.0)])
+    cutlass_build.merge_results(second, [run("fast_nvcc-cold", 8.0, "bb", 3.0)])
+    assert [r["wall_seconds"] for r in json.loads(first.read_text())["runs"]] == [12.0]
+    table = cutlass_build.report(cutlass_build.load_results([first, second]))
+    assert "| nvcc | 12.0 | 1.00x" in table
+    assert "| fast_nvcc, no cost history | 8.0 | 0.67x | 0.67x |" in table and "1 DIFFER" in table
