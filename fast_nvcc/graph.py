@@ -36,6 +36,11 @@ class Action(enum.Enum):
     REMOTE = "remote"  # ours: cicc or ptxas through sccache (--remote sccache)
 
 
+# The kinds of task that run a tool's process (the rest are fast_nvcc's own work in-process):
+# what analyze counts as a machine's busy time and where a tool's own trace nests.
+RUNS_TOOL = frozenset({"exec", "shell", "host-front", "host-back", "remote"})
+
+
 # The module that runs each of our own kinds of task (its ``HANDLERS``); the scheduler runs
 # the rest itself and looks these up only for a graph that has them.
 HANDLED_BY: dict[Action, str] = {

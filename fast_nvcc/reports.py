@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from .graph import RUNS_TOOL
+
 from .errors import FastNvccError
 from .files import replace_atomically, write_atomically
 from .graph import Action, Dag, critical_path
@@ -364,7 +366,7 @@ def write_trace(
     microseconds from the run's start; they nest under their step, on its lane."""
     events = trace_events(report, name=name)
     for step in report.steps:
-        if tool_events and step.index in tool_events and step.action in ("exec", "shell") and step.start is not None:
+        if tool_events and step.index in tool_events and step.action in RUNS_TOOL and step.start is not None:
             tid = 0 if step.slot is None else step.slot + 1
             events += [{**event, "pid": 1, "tid": tid} for event in tool_events[step.index]]
     document = {"traceEvents": events, "displayTimeUnit": "ms"}
@@ -495,7 +497,7 @@ def log_record(
                 "state": s.state,
                 "critical": s.critical,
                 "wait": _round(s.waited if s.start is not None else None),
-                "command": s.action in ("exec", "shell", "remote"),
+                "command": s.action in RUNS_TOOL,
                 "cached": s.cached,
                 **({"remote": s.remote} if s.remote is not None else {}),
                 **({"remote_note": s.remote_note} if s.remote_note else {}),

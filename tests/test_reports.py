@@ -160,3 +160,16 @@ def test_passthrough_is_logged(nvcc, sources, tmp_path):
     assert outcome.returncode == 0 and b"Cuda compilation tools" in outcome.stdout
     (record,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert record["mode"] == "passthrough" and record["reason"] == "prints nvcc's version"
+
+
+def test_log_counts_the_split_host_compile_as_commands(nvcc, sources, tmp_path):
+    """cc1plus and as of the split host compile are tool processes: analyze's busy spans and
+    slot accounting read the log's ``command`` flag."""
+    log = tmp_path / "build.jsonl"
+    outcome = run_tool(fast_nvcc_command(nvcc, ARGS), cwd=sources, tmpdir=tmp_path / "t", env={"FAST_NVCC_LOG": str(log)})
+    assert outcome.returncode == 0, outcome.stderr
+    (record,) = [json.loads(line) for line in log.read_text().splitlines()]
+    host = [s for s in record["steps"] if s["kind"] == "host-compile"]
+    assert len(host) == 2, host  # the front (cc1plus) and the back (as)
+    assert all(s["command"] for s in host)
+    assert not any(s["command"] for s in record["steps"] if s["tool"] == "check module_id")
