@@ -367,7 +367,7 @@ def wait_window(record: dict, first: float) -> tuple[tuple[float, float], bool]:
     return (record["time"] + STARTUP_ALLOWANCE, first), False
 
 
-def analyze_log(records: Sequence[dict], *, jobs: int) -> dict:
+def analyze_log(records: Sequence[dict], *, cores: int) -> dict:
     """The floor and the starvation of one build from its FAST_NVCC_LOG records."""
     compiles = [r for r in records if process_steps(r)]
     modes = Counter(r.get("mode", "?") for r in records)
@@ -381,7 +381,7 @@ def analyze_log(records: Sequence[dict], *, jobs: int) -> dict:
     critical = longest.get("critical_path_seconds") or 0.0
     summary.update(
         critical_path_seconds=critical, critical_path_source=name[id(longest)], step_seconds=step_sum,
-        floor_seconds=max(critical, step_sum / jobs),
+        floor_seconds=max(critical, step_sum / cores),
         # Split, cc1plus ran on its own (a fallback logs an empty cc1plus step, then gcc -c).
         split_host=sum(1 for r in compiles if any(s.get("tool") == "cc1plus" and s.get("cpu_seconds") is not None
                                                   for s in r["steps"])),
@@ -449,7 +449,7 @@ def run_groups(groups: Sequence[str], *, config: Config, curand: Path | None, wo
                       "tmp_leftovers": leftovers(tmp), "finished": time.time()}  # fmt: skip
             if build.launcher:
                 records = read_log(log)
-                record["log"] = analyze_log(records, jobs=config.jobs)
+                record["log"] = analyze_log(records, cores=len(os.sched_getaffinity(0)))
                 if logs:
                     logs.mkdir(parents=True, exist_ok=True)
                     shutil.copy(log, logs / f"cutlass-{key}.jsonl")
@@ -504,7 +504,8 @@ def report_config(found: dict[str, dict]) -> str:
     config, info = any_run["config"], any_run["machine"]
     archs = config["archs"].split(";")
     lines = [f"## Real project: CUTLASS {info.get('cutlass', '?')} examples, {len(config['examples'])} sources × "
-             f"{len(archs)} architectures ({', '.join(archs)}), CMake + Ninja -j{config['jobs']}",
+             f"{len(archs)} architectures ({', '.join(archs)}), CMake + Ninja -j{config['jobs']}"
+             f"{'' if str(config['jobs']) == str(info['cores']) else ' (fast_nvcc pool: the ' + str(info['cores']) + ' cores)'}",
              f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['gcc']}, {info['cmake']}, "
              f"ninja {info['ninja']}, {info['date']}", ""]  # fmt: skip
     plain = found.get("nvcc")
@@ -525,7 +526,7 @@ def report_config(found: dict[str, dict]) -> str:
     for key in order:
         log = found[key].get("log")
         if log and "floor_seconds" in log:
-            lines.append(describe_log(found[key]["label"], log, jobs=config["jobs"]))
+            lines.append(describe_log(found[key]["label"], log, cores=int(info["cores"])))
     for warm_key in ("cache-warm", "cache-warm-same-dir"):
         if "cache-cold" in found and warm_key in found:
             cold, warm = found["cache-cold"]["wall_seconds"], found[warm_key]["wall_seconds"]
@@ -560,12 +561,12 @@ def compare_objects(run: dict, plain: dict | None) -> str:
     return f"**{len(differ)} DIFFER**: {', '.join(Path(d).name for d in differ[:4])}"
 
 
-def describe_log(label: str, log: dict, *, jobs: int) -> str:
+def describe_log(label: str, log: dict, *, cores: int) -> str:
     worst, contended = log["worst_first_step"], log["worst_contended"]
     waited = "the log's first_step_wait_seconds" if log.get("waits_from_log") else f"process start + {STARTUP_ALLOWANCE} s"
     text = (f"- {label}: floor = max(longest critical path {log['critical_path_seconds']:.1f} s "
-            f"({log['critical_path_source']}), sum of steps {log['step_seconds']:.0f} s / {jobs} = "
-            f"{log['step_seconds'] / jobs:.1f} s); host compile split in {log['split_host']} of {log['compiles']} "
+            f"({log['critical_path_source']}), sum of steps {log['step_seconds']:.0f} s / {cores} cores = "
+            f"{log['step_seconds'] / cores:.1f} s); host compile split in {log['split_host']} of {log['compiles']} "
             f"compiles; modes {log['modes']}{'; ' + str(log['failed']) + ' failed' if log['failed'] else ''}. "
             f"Longest wait for a first step: {worst['source']} {worst['first_step_after']:.2f} s after its process "
             f"started")

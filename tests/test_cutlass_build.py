@@ -36,7 +36,7 @@ def test_busy_intervals(steps, at_least, expected):
 def test_a_compile_that_waits_while_another_runs_two_steps_is_starved():
     busy = record("a.cu", time=100.0, steps=[(0, 5), (0, 3)], critical=5.0)
     late = record("b.cu", time=100.0, steps=[(2.8, 6.8)], critical=4.0)
-    log = cutlass_build.analyze_log([busy, late], jobs=2)
+    log = cutlass_build.analyze_log([busy, late], cores=2)
     worst = log["worst_contended"]
     assert worst["source"] == "b.cu" and worst["other"] == "a.cu" and worst["other_max_steps"] == 2
     # From its start plus the allowance for Python and the dryrun to its first step at 103.0,
@@ -49,7 +49,7 @@ def test_waiting_while_every_other_compile_runs_one_step_is_not_starvation():
     a = record("a.cu", time=100.0, steps=[(0, 3), (3, 5)], critical=5.0)
     b = record("b.cu", time=100.0, steps=[(0, 4)], critical=4.0)
     c = record("c.cu", time=100.0, steps=[(3, 6)], critical=3.0)
-    log = cutlass_build.analyze_log([a, b, c], jobs=2)
+    log = cutlass_build.analyze_log([a, b, c], cores=2)
     assert log["worst_contended"]["contended"] == 0
     assert log["worst_first_step"]["source"] == "c.cu"
 
@@ -58,11 +58,11 @@ def test_the_logged_first_step_wait_is_the_window():
     busy = record("a.cu", time=100.0, steps=[(0, 5), (0, 3)], critical=5.0)
     late = record("b.cu", time=100.0, steps=[(1.0, 5.0)], critical=4.0)
     # Without the field: from its start plus the allowance (100.5) to its first step (101.2).
-    guessed = cutlass_build.analyze_log([busy, late], jobs=2)
+    guessed = cutlass_build.analyze_log([busy, late], cores=2)
     assert not guessed["waits_from_log"] and guessed["worst_contended"]["contended"] == pytest.approx(0.7)
     # With it: from the plan being ready (run_start, 100.2) for the logged wait.
     late["first_step_wait_seconds"] = 1.0
-    logged = cutlass_build.analyze_log([busy, late], jobs=2)
+    logged = cutlass_build.analyze_log([busy, late], cores=2)
     assert logged["waits_from_log"] and logged["worst_contended"]["contended"] == pytest.approx(1.0)
 
 
@@ -71,7 +71,7 @@ def test_the_split_host_compile_runs_processes_though_the_log_says_no_command():
     split["steps"].append({"tool": "cc1plus", "start": 1.0, "end": 2.0, "command": False, "cpu_seconds": 0.9})
     fallback = record("b.cu", time=100.0, steps=[(0, 1)], critical=2.0)
     fallback["steps"].append({"tool": "cc1plus", "start": 1.0, "end": 1.0, "command": False, "cpu_seconds": None})
-    log = cutlass_build.analyze_log([split, fallback], jobs=2)
+    log = cutlass_build.analyze_log([split, fallback], cores=2)
     assert log["split_host"] == 1
     assert log["step_seconds"] == pytest.approx(3.0)
 
