@@ -209,7 +209,9 @@ class PoolSlots(Slots):
             return True
         for slot in locked:
             self._unlock(slot)
-        if first and len(overflowing) < len(_live(self.marks, "extra-")):
+        # However many compiles arrive while extra steps run: tying the overflow to the count of
+        # extras left compiles waiting 1.5-1.8 s at ninja -j32 on 16 cores (2026-11-22).
+        if first and _live(self.marks, "extra-"):
             self._take(_Hold(slot=None, mark=self._mark("over")))
             return True
         return False

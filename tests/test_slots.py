@@ -57,18 +57,21 @@ def test_pipe_jobserver_tokens_round_trip():
 
 
 def test_pool_slots_are_exclusive_and_die_with_their_holder(tmp_path):
-    first, second, third = (PoolSlots(str(tmp_path), 2) for _ in range(3))
+    first, second, third, fourth = (PoolSlots(str(tmp_path), 2) for _ in range(4))
     assert first.implicit == 0
     assert first.try_acquire() and first.try_acquire()  # its first step, and an extra one
-    # The pool is full; a compile's first step still runs (over the pool, for the extra step
-    # in flight), a second one does not, and no extra step starts while one runs over.
-    assert second.try_acquire() and not third.try_acquire() and not second.try_acquire()
+    # The pool is full; while an extra step runs, every compile's first step still runs (over
+    # the pool), and no extra step starts while one runs over.
+    assert second.try_acquire() and third.try_acquire() and not second.try_acquire()
     first.release()  # the extra one goes first
-    assert not second.try_acquire()  # the freed slot: to the first step waiting, not an extra
-    assert third.try_acquire()
-    first.close()
-    second.close()
-    third.close()
+    assert not second.try_acquire()  # the freed slot: not to an extra step while some run over
+    assert fourth.try_acquire()  # but to a first step
+    second.release()
+    third.release()
+    assert not fourth.try_acquire()  # the pool is full again (first and fourth): no overflow
+    for slots in (first, second, third, fourth):
+        slots.close()
+    third = PoolSlots(str(tmp_path), 2)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; sys.path.insert(0, %r); from fast_nvcc.slots import PoolSlots;"
          " p = PoolSlots(%r, 2); p.try_acquire(); p.try_acquire(); print('held', flush=True); time.sleep(60)"
@@ -315,8 +318,9 @@ def test_machine_pool_bounds_concurrent_processes(nvcc, sources, tmp_path):
     ]
     assert [p.wait() for p in procs] == [0] * len(units)
     # Two slots; a compile's first step may run over the pool only beside another compile's
-    # extra step (one per extra step in flight, each of which holds a slot): never more than 4.
-    assert 2 <= peak_concurrency(command_intervals(log)) <= 2 * 2
+    # extra step, and a compile over the pool holds no slot and starts no extra step: at most
+    # the two slots' commands plus one for each of the four other compiles.
+    assert 2 <= peak_concurrency(command_intervals(log)) <= 2 + len(units) - 1
     for proc in psutil.Process().children(recursive=True):
         assert "fast_nvcc" not in " ".join(proc.cmdline())
 
