@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -121,12 +123,18 @@ def report_tables(a: Analysis) -> Iterator[Table]:
             ("starved: waited for a first step while another compile ran two or more",
              str(len(w.starved))),
             ("waiting before first steps, summed", _seconds(w.first_step_seconds)),
-            ("longest wait before a first step", f"{_seconds(seconds)} ({name})"),
+            ("longest wait before a first step", f"{_seconds(seconds)} ({_short(name)})"),
             ("ready steps' waits for slots, summed", _seconds(w.slot_seconds)),
         ]  # fmt: skip
-        rows += [(f"  starved: {n}", _seconds(s)) for s, n in w.starved[:5]]
-        yield Table(f"waiting for slots ({w.compiles} compiles)", ("", "seconds"), tuple(rows), "lr")
+        rows += [(f"  starved: {_short(n)}", _seconds(s)) for s, n in w.starved[:5]]
+        yield Table(f"waiting for slots ({w.compiles} compiles)", ("", "seconds"), tuple(rows), "ll")
     yield from device_tables(a, top=a.top)
+
+
+def _short(name: str) -> str:
+    """A job's file name without its directories (CMake's object paths run to 200 characters
+    and would widen the whole table); the object names the job."""
+    return os.path.basename(name.split(", ")[0])
 
 
 def device_tables(a: Analysis, *, top: int) -> Iterator[Table]:
