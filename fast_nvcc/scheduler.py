@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from .captures import Captures
 from .graph import HANDLED_BY, Action, Dag, Task
 from .plan import Step
 from .slots import MemoryGate, Slots
@@ -299,6 +300,11 @@ class Runner:
         self._t0 = 0.0
         self._threads: list[threading.Thread] = []
         self._free_slots: list[int] = []
+        self.captures = Captures(workdir)  # in memory: a full $TMPDIR must not swallow them
+
+    def close(self) -> None:
+        """Free the captured output, once nothing reads the records' captures any more."""
+        self.captures.close()
 
     # -- the main loop ---------------------------------------------------------------------
 
@@ -504,6 +510,7 @@ class Runner:
         captures = [(1, out_path)]
         if err_path != out_path:
             captures.append((2, err_path))
+        captures = [(fd, path) for fd, path in captures if not self.captures.discard_if_empty(path)]
         return Spawned(run.proc.returncode, captures, usage)
 
     def _kill_after(self, order: tuple[int, int] | None) -> None:
@@ -523,7 +530,7 @@ class Runner:
         self._threads.clear()
 
     def _capture_path(self, task: Task, fd: int, tag: str = "") -> str:
-        return os.path.join(self.workdir, f"{task.id}{tag}.{fd}")
+        return self.captures.path(f"{task.id}{tag}.{fd}")
 
     def _now(self) -> float:
         return time.monotonic() - self._t0
