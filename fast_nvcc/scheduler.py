@@ -499,6 +499,8 @@ class Runner:
                     )
                 _, status, usage = os.wait4(run.proc.pid, 0)
                 run.proc.returncode = os.waitstatus_to_exitcode(status)
+                if os.WIFSIGNALED(status) and not run.killed:
+                    run.proc.returncode = _report_as_sh(status, stdout if stderr is subprocess.STDOUT else stderr)
                 if run.killed:
                     # Its outputs are removed once the runner ends: nothing may still be
                     # writing them then.
@@ -695,6 +697,22 @@ def _write_all(fd: int, data: bytes) -> None:
         written = os.write(fd, view)
         view = view[written:]
 
+
+
+def _report_as_sh(status: int, stderr: BinaryIO) -> int:
+    """nvcc runs every step through ``sh -c``, so a step that dies of a signal (a crash, the
+    OOM killer) is reported by the shell: dash prints the signal's name, " (core dumped)"
+    where it dumped, except for SIGINT and SIGPIPE, and exits with 128 + the signal, which
+    nvcc passes on (``Aborted``, 134; ``Segmentation fault``, 139; measured with a -ccbin that
+    kills itself)."""
+    signum = os.WTERMSIG(status)
+    if signum not in (signal.SIGINT, signal.SIGPIPE):
+        text = signal.strsignal(signum) or f"Unknown signal {signum}"
+        if os.WCOREDUMP(status):
+            text += " (core dumped)"
+        stderr.write(f"{text}\n".encode())
+        stderr.flush()
+    return 128 + signum
 
 
 def _is_nvcc_capture(target: str) -> bool:

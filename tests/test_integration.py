@@ -7,6 +7,7 @@ source's path), each with a private TMPDIR that fast_nvcc must leave empty.
 from __future__ import annotations
 
 import re
+import signal
 
 import pytest
 
@@ -150,3 +151,23 @@ def test_disable_runs_plain_nvcc(nvcc, sources, tmp_path):
     )  # fmt: skip
     assert outcome.returncode == 0
     assert b"running nvcc unchanged: FAST_NVCC_DISABLE is set" in outcome.stderr
+
+
+@pytest.mark.parametrize("signame", ["SIGABRT", "SIGSEGV", "SIGKILL", "SIGINT"])
+def test_step_killed_by_a_signal_as_nvcc_reports_it(nvcc, sources, tmp_path, signame):
+    """A step that crashes: nvcc's sh prints the signal's name (none for SIGINT) and nvcc exits
+    128 + the signal.  fast_nvcc, which runs the step without sh, printed nothing and exited
+    with the signal's negative code modulo 256.  The host compiler here kills itself on -c."""
+    bin_dir = tmp_path / "ccbin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "gcc"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'for a in "$@"; do [ "$a" = "-c" ] && kill -{signame[3:]} $$; done\n'
+        'exec gcc "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    args = ["-c", "kernel.cu", I, "-arch=sm_80", "-ccbin", str(bin_dir), "-o", "crash.o"]
+    result = compare(nvcc, args, cwd=sources)
+    assert result.plain.returncode == 128 + getattr(signal, signame)
+    assert_same(result)
