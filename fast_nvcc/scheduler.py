@@ -500,7 +500,8 @@ class Runner:
                 _, status, usage = os.wait4(run.proc.pid, 0)
                 run.proc.returncode = os.waitstatus_to_exitcode(status)
                 if os.WIFSIGNALED(status) and not run.killed:
-                    run.proc.returncode = _report_as_sh(status, stdout if stderr is subprocess.STDOUT else stderr)
+                    # sh's own stderr, which is nvcc's, not the line's redirection
+                    run.proc.returncode = _report_as_sh(status, out if err is None else err)
                 if run.killed:
                     # Its outputs are removed once the runner ends: nothing may still be
                     # writing them then.
