@@ -252,6 +252,8 @@ def _run_plan(
         os.kill(os.getpid(), exc.signum)
         return 128 + exc.signum  # pragma: no cover - the signal ends the process
     finally:
+        if runner is not None:
+            runner.close()
         _cleanup(plan, workdir)
         for sig, handler in previous.items():
             if signal.getsignal(sig) is _interrupt:

@@ -340,12 +340,28 @@ class _StepBuilder:
         for redirect in redirects:
             if redirect.fd in (1, 2) and not is_temp(redirect.target):
                 outputs.append(redirect.target)
+        own = {file_key(o, cwd=self.cwd) for o in outputs}
+        reads |= self._earlier_outputs(argv) - own
         if kind is Kind.REMOVE:
             writes |= reads  # deleting a file is writing it, for ordering purposes
             reads = set()
-        writes |= {file_key(o, cwd=self.cwd) for o in outputs}
+        writes |= own
         self.written |= writes
         return reads, writes, names, outputs
+
+    def _earlier_outputs(self, argv: Sequence[str]) -> set[str]:
+        """The files the user sees that an earlier step wrote and this one names: nvcc -ptx
+        with a real architecture ends in ``ptxas -arch=compute_90 "k.ptx"``, a check of the
+        user's own output, which must wait for the cicc that writes it."""
+        found = set()
+        for word in argv[1:]:
+            for path in {word, word.partition("=")[2]}:
+                if not path or is_temp(path):
+                    continue
+                key = file_key(path, cwd=self.cwd)
+                if key in self.written:
+                    found.add(key)
+        return found
 
 
 def temp_mentions(argv: Sequence[str]) -> list[str]:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from .captures import Captures
 from .graph import HANDLED_BY, Action, Dag, Task
 from .plan import Step
 from .slots import MemoryGate, Slots
@@ -299,6 +300,11 @@ class Runner:
         self._t0 = 0.0
         self._threads: list[threading.Thread] = []
         self._free_slots: list[int] = []
+        self.captures = Captures(workdir)  # in memory: a full $TMPDIR must not swallow them
+
+    def close(self) -> None:
+        """Free the captured output, once nothing reads the records' captures any more."""
+        self.captures.close()
 
     # -- the main loop ---------------------------------------------------------------------
 
@@ -493,6 +499,9 @@ class Runner:
                     )
                 _, status, usage = os.wait4(run.proc.pid, 0)
                 run.proc.returncode = os.waitstatus_to_exitcode(status)
+                if os.WIFSIGNALED(status) and not run.killed:
+                    # sh's own stderr, which is nvcc's, not the line's redirection
+                    run.proc.returncode = _report_as_sh(status, out if err is None else err)
                 if run.killed:
                     # Its outputs are removed once the runner ends: nothing may still be
                     # writing them then.
@@ -504,6 +513,7 @@ class Runner:
         captures = [(1, out_path)]
         if err_path != out_path:
             captures.append((2, err_path))
+        captures = [(fd, path) for fd, path in captures if not self.captures.discard_if_empty(path)]
         return Spawned(run.proc.returncode, captures, usage)
 
     def _kill_after(self, order: tuple[int, int] | None) -> None:
@@ -523,7 +533,7 @@ class Runner:
         self._threads.clear()
 
     def _capture_path(self, task: Task, fd: int, tag: str = "") -> str:
-        return os.path.join(self.workdir, f"{task.id}{tag}.{fd}")
+        return self.captures.path(f"{task.id}{tag}.{fd}")
 
     def _now(self) -> float:
         return time.monotonic() - self._t0
@@ -688,6 +698,22 @@ def _write_all(fd: int, data: bytes) -> None:
         written = os.write(fd, view)
         view = view[written:]
 
+
+
+def _report_as_sh(status: int, stderr: BinaryIO) -> int:
+    """nvcc runs every step through ``sh -c``, so a step that dies of a signal (a crash, the
+    OOM killer) is reported by the shell: dash prints the signal's name, " (core dumped)"
+    where it dumped, except for SIGINT and SIGPIPE, and exits with 128 + the signal, which
+    nvcc passes on (``Aborted``, 134; ``Segmentation fault``, 139; measured with a -ccbin that
+    kills itself)."""
+    signum = os.WTERMSIG(status)
+    if signum not in (signal.SIGINT, signal.SIGPIPE):
+        text = signal.strsignal(signum) or f"Unknown signal {signum}"
+        if os.WCOREDUMP(status):
+            text += " (core dumped)"
+        stderr.write(f"{text}\n".encode())
+        stderr.flush()
+    return 128 + signum
 
 
 def _is_nvcc_capture(target: str) -> bool:

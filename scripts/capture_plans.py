@@ -42,6 +42,7 @@ CASES: dict[str, list[str]] = {
     "dlink": ["-dlink", "rdc_a.o", "rdc_b.o", "-arch=sm_80", "-o", "dlink.o"],
     "deps_stdout": ["-M", "kernel.cu", "-Iinclude"],
     "two_sources_mmd": ["-c", "kernel.cu", "main.cu", "-Iinclude", "-arch=sm_80", "-MMD"],
+    "ptx_check": ["-ptx", "kernel.cu", "-Iinclude", "-arch=sm_90", "-o", "kernel.ptx"],
 }
 
 

@@ -111,6 +111,17 @@ def test_fatbin_mode_speculates_against_the_generating_cicc():
     assert len(checks) == 1 and generating[0].id in dag.preds[checks[0].id]
 
 
+@pytest.mark.parametrize("speculate", [False, True])
+def test_ptxas_check_of_the_users_ptx_waits_for_cicc(speculate):
+    """nvcc -ptx for compute_90 and later ends in 'ptxas -arch=compute_90 "kernel.ptx"': a check
+    of the user's own output file, named by no temp name."""
+    dag = build_dag(load_plan("ptx_check"), speculate=speculate, workdir="/w", exists=exists)
+    (cicc,) = find(dag, Kind.CICC)
+    (ptxas,) = find(dag, Kind.PTXAS)
+    assert cicc.step.outputs == ("kernel.ptx",) and "-o" not in ptxas.argv
+    assert cicc.id in dag.preds[ptxas.id]
+
+
 def test_link_waits_for_every_object():
     dag = build_dag(load_plan("link_executable"), exists=exists)
     (link,) = find(dag, Kind.LINK)

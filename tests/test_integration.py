@@ -7,6 +7,7 @@ source's path), each with a private TMPDIR that fast_nvcc must leave empty.
 from __future__ import annotations
 
 import re
+import signal
 
 import pytest
 
@@ -37,6 +38,20 @@ CASES = {
     "cubin": ["-cubin", "kernel.cu", I, "-arch=sm_80"],
     "fatbin": ["-fatbin", "kernel.cu", I, "-arch=sm_80", "-gencode", "arch=compute_90,code=compute_90"],
     "E": ["-E", "kernel.cu", I, "-arch=sm_80"],
+    # For compute_90 and later nvcc's -ptx plan ends in a ptxas check of the user's own .ptx.
+    "ptx-checked": ["-ptx", "kernel.cu", I, "-arch=sm_90", "-o", "kernel.ptx"],
+    "ptx-checked-virtual": ["-ptx", "kernel.cu", I, "-gencode", "arch=compute_90,code=compute_90"],
+    "ptx-checked-two-sources": ["-ptx", "kernel.cu", "warning.cu", I, "-arch=sm_90a"],
+    "ptx-checked-Xptxas-v": ["-ptx", "kernel.cu", I, "-arch=sm_90", "-Xptxas", "-v"],
+    "ptx-checked-bad-option": ["-ptx", "kernel.cu", I, "-arch=sm_90", "-Xptxas", "-bogus"],
+    "ptx-to-stdout": ["-ptx", "kernel.cu", I, "-arch=sm_90", "-o", "-"],
+    "E-to-stdout": ["-E", "kernel.cu", I, "-o", "-"],
+    "cubin-o-dash": ["-cubin", "kernel.cu", I, "-arch=sm_90", "-o", "-"],  # a file named '-'
+    "cubin-two-sources": ["-cubin", "kernel.cu", "warning.cu", I, "-arch=sm_90"],
+    "fatbin-o": ["-fatbin", "kernel.cu", I, "-arch=sm_90", "-o", "k.fatbin"],
+    "optix-ir": ["-optix-ir", "kernel.cu", I, "-arch=sm_90", "-o", "kernel.optixir"],
+    "cuda": ["-cuda", "kernel.cu", I, "-arch=sm_90", "-o", "kernel.cpp.ii"],
+    "dc-dlto": ["-dc", "-dlto", "kernel.cu", I, "-arch=sm_90", "-o", "kernel_lto.o"],
     "M-stdout": ["-M", "kernel.cu", I],
     "MM": ["-MM", "kernel.cu", I, "-MF", "kernel.deps"],
     "M-o": ["-M", "kernel.cu", I, "-o", "kernel.deps"],
@@ -136,3 +151,23 @@ def test_disable_runs_plain_nvcc(nvcc, sources, tmp_path):
     )  # fmt: skip
     assert outcome.returncode == 0
     assert b"running nvcc unchanged: FAST_NVCC_DISABLE is set" in outcome.stderr
+
+
+@pytest.mark.parametrize("signame", ["SIGABRT", "SIGSEGV", "SIGKILL", "SIGINT"])
+def test_step_killed_by_a_signal_as_nvcc_reports_it(nvcc, sources, tmp_path, signame):
+    """A step that crashes: nvcc's sh prints the signal's name (none for SIGINT) and nvcc exits
+    128 + the signal.  fast_nvcc, which runs the step without sh, printed nothing and exited
+    with the signal's negative code modulo 256.  The host compiler here kills itself on -c."""
+    bin_dir = tmp_path / "ccbin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "gcc"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'for a in "$@"; do [ "$a" = "-c" ] && kill -{signame[3:]} $$; done\n'
+        'exec gcc "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    args = ["-c", "kernel.cu", I, "-arch=sm_80", "-ccbin", str(bin_dir), "-o", "crash.o"]
+    result = compare(nvcc, args, cwd=sources)
+    assert result.plain.returncode == 128 + getattr(signal, signame)
+    assert_same(result)
