@@ -16,42 +16,50 @@ the build's process group reaches the steps.  Two things make them die anyway:
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
-import signal
-import subprocess
 import sys
 
-_PR_SET_PDEATHSIG = 1
+# The watchdog process starts with every compile, so it starts lean: no site (-S), fast_nvcc's
+# own sys.path, and nothing imported at the top of this module beyond os and sys.
+_BOOT = "import sys; sys.path[:0] = sys.argv[1].split('\\n'); from fast_nvcc.watchdog import watch; watch(sys.argv[2])"
 _GOODBYE = b"done"
-
-try:
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux
-    _prctl = None
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = 9  # signal.SIGKILL, on every Linux
+_prctl = None  # libc's prctl, loaded by the first Watchdog (in the parent: never after a fork)
 
 
 def die_with_parent(parent: int) -> None:
     """In a child between fork and exec: die when ``parent`` (its forking thread) does."""
     if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # it died before the request took effect
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), _SIGKILL)
+
+
+def _load_prctl() -> None:
+    global _prctl
+    if _prctl is None:
+        import ctypes
+
+        try:
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):  # not Linux: the watchdog alone
+            pass
 
 
 class Watchdog:
     """fast_nvcc's end of the pipe to its watchdog process."""
 
     def __init__(self, workdir: str) -> None:
+        import subprocess
+
+        _load_prctl()
         read_fd, self._fd = os.pipe()
-        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
         try:
             self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                [sys.executable, "-m", "fast_nvcc.watchdog", workdir],
+                [sys.executable, "-S", "-E", "-c", _BOOT, "\n".join(sys.path), workdir],
                 stdin=read_fd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONPATH": path}, start_new_session=True,
+                start_new_session=True,
             )  # fmt: skip
         except OSError:
             self._proc = None  # the steps still die with fast_nvcc (PDEATHSIG), only theirs may not
@@ -67,15 +75,19 @@ class Watchdog:
     def close(self) -> None:
         """fast_nvcc ends in order: the watchdog leaves without doing anything."""
         self._send(_GOODBYE + b"\n")
-        with contextlib.suppress(OSError):
+        try:
             os.close(self._fd)
+        except OSError:
+            pass
         if self._proc is not None:
             self._proc.wait()
 
     def _send(self, line: bytes) -> None:
         # Lines are far shorter than PIPE_BUF, so writes from several threads do not interleave.
-        with contextlib.suppress(OSError):
+        try:
             os.write(self._fd, line)
+        except OSError:
+            pass  # the watchdog is gone: the steps still die with fast_nvcc (PDEATHSIG)
 
 
 def watch(workdir: str) -> None:
@@ -103,13 +115,12 @@ def _kill_groups(groups: set[int]) -> None:
     from .scheduler import wait_for_group
 
     for pgid in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
+        try:
+            os.killpg(pgid, _SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     # Their members are reaped by init, which may be slow (containers): wait for them to go
     # before the temp files they wrote are removed.
     for pgid in groups:
         wait_for_group(pgid)
 
-
-if __name__ == "__main__":
-    watch(sys.argv[1])
