@@ -17,10 +17,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from . import depfile, device_trace, leftovers, nvcc_args
+from . import depfile, device_trace, nvcc_args
 from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
+from .leftovers import make_workdir, remove_dead
 from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun
 from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
 from .slots import MemoryGate, slots_from_environment
@@ -106,8 +107,8 @@ def run(config: Config, args: Sequence[str]) -> int:
         from . import reports
 
         _try_report(lambda: reports.write_plan_listing(plan, config.plan_listing), "--verbose")
-    leftovers.remove_dead()  # what SIGKILLed compiles left in the temp directory
-    owner = leftovers.make_workdir(plan.temp_tag, {os.path.dirname(p) for p in plan.temp_paths})
+    remove_dead()  # what SIGKILLed compiles left in the temp directory
+    owner = make_workdir(plan.temp_tag, {os.path.dirname(p) for p in plan.temp_paths})
     workdir = owner.path
     trace_value = device_trace.requested_trace(effective)
     traces = None
