@@ -19,7 +19,6 @@ import ctypes
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,7 +73,8 @@ pytestmark = [pytest.mark.nvcc, pytest.mark.skipif(_skip_reason() is not None, r
 
 def build(source: Path, directory: Path, pytorch_nvcc: str, log: Path | None) -> subprocess.CompletedProcess:
     directory.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_") or k.endswith(("_CACHE_DIR", "_POOL_DIR"))}
+    keep = ("FAST_NVCC_CACHE_DIR", "FAST_NVCC_POOL_DIR")  # the test session's, as helpers.run_tool
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_") or k in keep}
     env.update(
         PYTORCH_NVCC=pytorch_nvcc,
         TORCH_CUDA_ARCH_LIST=ARCH_LIST,
