@@ -4,6 +4,7 @@ only what it left."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from helpers import fast_nvcc_command
 
 pytestmark = pytest.mark.nvcc
 
-# Device code that keeps cicc busy for many seconds: fully unrolled loops in 40 instantiations.
+# Device code that keeps cicc busy for minutes: fully unrolled loops in 150 instantiations.
 HEAVY_SOURCE = """
 template <int K> __device__ float mix(float x) {
 #pragma unroll
@@ -31,7 +32,7 @@ template <int K> struct Many {
 template <> struct Many<0> {
   __device__ static float run(float x) { return x; }
 };
-__global__ void heavy_kernel(float* data) { data[threadIdx.x] = Many<40>::run(data[threadIdx.x]); }
+__global__ void heavy_kernel(float* data) { data[threadIdx.x] = Many<150>::run(data[threadIdx.x]); }
 """
 
 # gcc, after a long pause in the host-side preprocessing (which runs beside cicc): the pause is
@@ -144,6 +145,28 @@ def test_sigkill_takes_the_steps_along(nvcc, heavy, tmp_path, options, running):
     wait_until(lambda: not list(tmpdir.iterdir()), f"left in TMPDIR: {sorted(os.listdir(tmpdir))}")
 
 
+def test_without_its_watchdog_the_steps_still_die(nvcc, heavy, tmp_path):
+    """The watchdog killed first (or not yet told of a step just forked): each step itself
+    has the kernel's word that it dies with fast_nvcc (PR_SET_PDEATHSIG)."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    proc = start(heavy_compile(nvcc, tmp_path), cwd=heavy, tmpdir=tmpdir)
+    root = psutil.Process(proc.pid)
+    steps = wait_for_steps(root, ("cicc", "sleep"))
+    watchdogs = [p for p in root.children() if p.pid in {s.pid for s in steps} and p.name().startswith("python")]
+    assert len(watchdogs) == 1, watchdogs
+    watchdogs[0].kill()  # a zombie until fast_nvcc reaps it at its end: wait for that state
+    wait_until(lambda: not _alive(watchdogs[0]), "the watchdog did not die")
+    direct = [p for p in root.children() if p.name() == "cicc"]
+    assert direct
+    proc.kill()
+    proc.wait()
+    assert_all_gone(direct)
+    for step in steps:  # what only the watchdog would have reached (the pause under gcc)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            step.kill()
+
+
 def test_group_kill_of_the_build_reaches_the_steps(nvcc, heavy, tmp_path):
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
@@ -227,6 +250,13 @@ def test_a_live_compiles_workdir_stays(tmp_path):
     finally:
         live.release()
         leftovers.remove_if_dead(live.path)
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _dead_pid() -> int:
