@@ -21,7 +21,10 @@ import sys
 
 # The watchdog process starts with every compile, so it starts lean: no site (-S), fast_nvcc's
 # own sys.path, and nothing imported at the top of this module beyond os and sys.
-_BOOT = "import sys; sys.path[:0] = sys.argv[1].split('\\n'); from fast_nvcc.watchdog import watch; watch(sys.argv[2])"
+_BOOT = (
+    "import sys; sys.path[:0] = sys.argv[1].split('\\n'); "
+    "from fast_nvcc.watchdog import watch; watch(sys.argv[2])"
+)
 _GOODBYE = b"done"
 _PR_SET_PDEATHSIG = 1
 _SIGKILL = 9  # signal.SIGKILL, on every Linux
