@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from . import depfile, device_trace, nvcc_args
 from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
+from .leftovers import make_workdir, remove_dead
 from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun
 from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
 from .slots import MemoryGate, slots_from_environment
@@ -107,7 +107,9 @@ def run(config: Config, args: Sequence[str]) -> int:
         from . import reports
 
         _try_report(lambda: reports.write_plan_listing(plan, config.plan_listing), "--verbose")
-    workdir = tempfile.mkdtemp(prefix="fast_nvcc-")
+    remove_dead()  # what SIGKILLed compiles left in the temp directory
+    owner = make_workdir(plan.temp_tag, {os.path.dirname(p) for p in plan.temp_paths})
+    workdir = owner.path
     trace_value = device_trace.requested_trace(effective)
     traces = None
     if trace_value is not None or config.device_trace:
@@ -116,10 +118,14 @@ def run(config: Config, args: Sequence[str]) -> int:
         dag = _dag_for(config, plan, workdir)
     except Exception as exc:  # a plan shape this version does not understand: nvcc's own turn
         shutil.rmtree(workdir, ignore_errors=True)
+        owner.release()
         return _passthrough(config, nvcc, args, cwd, started, reason=f"cannot build the graph: {exc!r}",
                             effective=effective)  # fmt: skip
-    return _run_plan(config, nvcc, args, effective, plan, dag, cwd=cwd, started=started, workdir=workdir,
-                     traces=traces, trace_value=trace_value)  # fmt: skip
+    try:
+        return _run_plan(config, nvcc, args, effective, plan, dag, cwd=cwd, started=started, workdir=workdir,
+                         traces=traces, trace_value=trace_value)  # fmt: skip
+    finally:
+        owner.release()  # _run_plan removed the directory
 
 
 def _passthrough(

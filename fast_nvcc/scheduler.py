@@ -23,6 +23,7 @@ The scheduler knows how to run a graph of tasks, not what the tasks are for:
 from __future__ import annotations
 
 import enum
+import functools
 import heapq
 import importlib
 import os
@@ -39,6 +40,7 @@ from .captures import Captures
 from .graph import HANDLED_BY, Action, Dag, Task
 from .plan import Step
 from .slots import MemoryGate, Slots
+from .watchdog import Watchdog, die_with_parent
 
 KILL_GRACE_SECONDS = 2.0
 
@@ -301,6 +303,7 @@ class Runner:
         self._threads: list[threading.Thread] = []
         self._free_slots: list[int] = []
         self.captures = Captures(workdir)  # in memory: a full $TMPDIR must not swallow them
+        self._watchdog: Watchdog | None = None  # started with the first command
 
     def close(self) -> None:
         """Free the captured output, once nothing reads the records' captures any more."""
@@ -380,6 +383,8 @@ class Runner:
         finally:
             self._join()
             self.slots.release_all()
+            if self._watchdog is not None:
+                self._watchdog.close()
         emitter.forward(upto=None if failed is None else tasks[failed].order, final=failed is None)
         returncode = 0
         if failed is not None:
@@ -487,7 +492,10 @@ class Runner:
                         return None
                     # Each step leads its own process group, so a kill reaches the
                     # processes it is forking right then (gcc's cc1plus), which a walk
-                    # of its children can miss.
+                    # of its children can miss.  The steps die with fast_nvcc however it
+                    # dies (fast_nvcc/watchdog.py): this thread forks and reaps the child.
+                    if self._watchdog is None:
+                        self._watchdog = Watchdog(self.workdir)
                     run.proc = subprocess.Popen(
                         argv,
                         stdin=subprocess.DEVNULL,
@@ -496,7 +504,9 @@ class Runner:
                         env=self.env if env is None else env,
                         cwd=cwd or self.cwd,
                         process_group=0,
+                        preexec_fn=functools.partial(die_with_parent, os.getpid()),
                     )
+                    self._watchdog.watch(run.proc.pid)
                 _, status, usage = os.wait4(run.proc.pid, 0)
                 run.proc.returncode = os.waitstatus_to_exitcode(status)
                 if os.WIFSIGNALED(status) and not run.killed:
@@ -506,6 +516,7 @@ class Runner:
                     # Its outputs are removed once the runner ends: nothing may still be
                     # writing them then.
                     wait_for_group(run.proc.pid)
+                self._watchdog.forget(run.proc.pid)
             finally:
                 for handle in (stdout, stderr):
                     if handle not in (out, err, subprocess.STDOUT):
