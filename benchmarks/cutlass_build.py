@@ -509,6 +509,9 @@ def report_config(found: dict[str, dict]) -> str:
              f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['gcc']}, {info['cmake']}, "
              f"ninja {info['ninja']}, {info['date']}", ""]  # fmt: skip
     plain = found.get("nvcc")
+    # nvcc -t0 runs the same steps in threads: its objects are plain nvcc's, so it serves as
+    # the reference of a run without plain nvcc.
+    reference = plain or found.get("nvcc-t0")
     nvccs = [found[k] for k in NVCC_KEYS if k in found]
     best = min(nvccs, key=lambda r: r["wall_seconds"]) if nvccs else None
     lines += ["| variant | wall s | vs plain nvcc | vs best nvcc | floor s | wall / floor | objects vs nvcc's |",
@@ -519,7 +522,7 @@ def report_config(found: dict[str, dict]) -> str:
         floor = log.get("floor_seconds")
         lines.append(f"| {run['label']} | {wall:.1f} | {ratio(wall, plain)} | {ratio(wall, best)} "
                      f"| {f'{floor:.1f}' if floor else ''} | {f'{wall / floor:.2f}' if floor else ''} "
-                     f"| {compare_objects(run, plain)} |")  # fmt: skip
+                     f"| {compare_objects(run, reference)} |")  # fmt: skip
     lines.append("")
     if best:
         lines.append(f"best nvcc variant: `{best['label']}`; ratios are wall-time ratios (lower is faster).")
@@ -549,7 +552,7 @@ def ratio(wall: float, against: dict | None) -> str:
 
 def compare_objects(run: dict, plain: dict | None) -> str:
     if run["key"] in NVCC_KEYS:
-        return f"{len(run['objects'])} (reference)" if run["key"] == "nvcc" else ""
+        return f"{len(run['objects'])} (reference)" if plain is not None and run["key"] == plain["key"] else ""
     if plain is None:
         return f"{len(run['objects'])}, no nvcc run to compare"
     if run["config"]["source_root"] != plain["config"]["source_root"]:
@@ -654,8 +657,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                       logs=Path(options.logs) if options.logs else None)  # fmt: skip
     runs = load_results([results]) if results else done
     print(report(runs))
-    plain = next((r for r in reversed(runs) if r["key"] == "nvcc" and r["fingerprint"] == config.fingerprint()), None)
-    return 0 if all("DIFFER" not in compare_objects(r, plain) for r in done) else 1
+    same = [r for r in reversed(runs) if r["fingerprint"] == config.fingerprint()]
+    reference = next((r for key in ("nvcc", "nvcc-t0") for r in same if r["key"] == key), None)
+    return 0 if all("DIFFER" not in compare_objects(r, reference) for r in done) else 1
 
 
 if __name__ == "__main__":

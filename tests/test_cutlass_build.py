@@ -92,3 +92,19 @@ def test_results_merge_keeps_the_latest_of_each_variant_and_compares_objects(tmp
     table = cutlass_build.report(cutlass_build.load_results([first, second]))
     assert "| nvcc | 12.0 | 1.00x" in table
     assert "| fast_nvcc, no cost history | 8.0 | 0.67x | 0.67x |" in table and "1 DIFFER" in table
+
+
+def test_nvcc_t0_is_the_reference_when_plain_nvcc_did_not_run():
+    # -t0 runs nvcc's own steps in threads: its objects are plain nvcc's
+    config = {"examples": ["x.cu"], "archs": "80", "jobs": 2, "source_root": "/src", "nvcc": "nvcc"}
+    machine = {"cores": "2", "cpu": "cpu", "nvcc": "13.0", "gcc": "gcc", "cmake": "cmake", "ninja": "1.11",
+               "date": "2026-11-22"}  # fmt: skip
+
+    def run(key: str, digest: str) -> dict:
+        return {"key": key, "label": cutlass_build.BUILDS[key].label, "config": config, "fingerprint": "f",
+                "machine": machine, "wall_seconds": 10.0, "objects": {"x.cu.o": digest}, "tmp_leftovers": []}  # fmt: skip
+
+    same = cutlass_build.report([run("nvcc-t0", "aa"), run("fast_nvcc-cold", "aa")])
+    assert "| 1 (reference) |" in same and "all 1 identical" in same
+    differ = cutlass_build.report([run("nvcc-t0", "aa"), run("fast_nvcc-cold", "bb")])
+    assert "1 DIFFER" in differ
