@@ -651,10 +651,11 @@ class _Emitter:
         self.messages = sorted(messages, key=lambda m: m[0])
         self.message_cursor = 0
         self.broken = False
+        self.stopped = False  # a failure was forwarded: nvcc prints nothing after it
 
     def forward(self, *, upto: tuple[int, int] | None, final: bool = False) -> None:
         records = self.runner.records
-        while self.cursor < len(self.order):
+        while self.cursor < len(self.order) and not self.stopped:
             task = self.order[self.cursor]
             if upto is not None and task.order > upto:
                 return
@@ -666,6 +667,11 @@ class _Emitter:
                 for fd, path in record.captures:
                     self._write(fd, path)
             self.cursor += 1
+            # A step's state is set in its own thread before the main loop handles its end, so
+            # a failure earlier in nvcc's order than the one being handled can show up here
+            # first (cudafe++ and cicc report one error within milliseconds): it is the
+            # compile's failure, and nothing after it is nvcc's.
+            self.stopped = record.state is State.FAILED
         if final:
             self._messages_before(None)
 

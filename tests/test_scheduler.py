@@ -2,13 +2,14 @@
 
 import io
 import os
+import threading
 import time
 
 import psutil
 
 from fast_nvcc.graph import Action, Dag, Task, priorities
 from fast_nvcc.plan import Kind, Step
-from fast_nvcc.scheduler import Internal, Runner, State
+from fast_nvcc.scheduler import Handler, Internal, Runner, State
 
 
 def sh_task(task_id: int, script: str, *, index: int | None = None) -> Task:
@@ -107,6 +108,41 @@ def test_the_earliest_failure_in_nvcc_order_wins(tmp_path):
     result, _, err = run(tasks, tmp_path=tmp_path)
     assert result.returncode == 2 and result.failed_task == 0
     assert err == b"slow-error\n"  # nvcc would never have reached the second step
+
+
+def test_a_failure_that_ends_while_a_later_one_is_handled_is_the_only_one_forwarded(tmp_path):
+    # cudafe++ and cicc report the same error in a source and end within milliseconds of each
+    # other; the later one in nvcc's order may be handled first.  The earlier one's message is
+    # nvcc's, and nothing after it: its state says it failed before its end is handled.
+    handling, earlier_done = threading.Event(), threading.Event()
+
+    def fail(run):
+        if run.task.id == 1:
+            run.fail("later\n", 4)
+            return
+        assert handling.wait(10)
+        run.fail("earlier\n", 2)
+        earlier_done.set()
+
+    def on_event(what, task, record):
+        if what == "end" and task.id == 1:
+            handling.set()
+            assert earlier_done.wait(10)
+
+    tasks = [sh_task(0, "true"), sh_task(1, "true")]
+    dag = Dag(tuple(tasks), (frozenset(), frozenset()))
+    err = io.BytesIO()
+    runner = Runner(
+        dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=2,
+        priorities=priorities(dag, [1.0, 1.0]), internal=Internal(),
+        handlers={Action.EXEC: Handler(fail)}, on_event=on_event, stdout=io.BytesIO(), stderr=err,
+    )  # fmt: skip
+    try:
+        result = runner.run()
+    finally:
+        runner.close()
+    assert result.returncode == 2 and result.failed_task == 0
+    assert err.getvalue() == b"earlier\n"
 
 
 def test_killed_steps_leave_no_processes(tmp_path):
