@@ -113,6 +113,8 @@ def split_command_line(argv: Sequence[str], parser: argparse.ArgumentParser):
             )
             glued = "=" in word or (not name.startswith("--") and len(word) > 2)
             if takes_value and not glued:
+                if index + 1 >= len(argv) or argv[index + 1] == "--":
+                    raise UsageError(f"{name} needs a value ({action.metavar or action.dest}) before '--'")
                 index += 1
             index += 1
             continue

@@ -30,6 +30,13 @@ def test_split_errors(argv):
         split_command_line(argv, build_parser())
 
 
+@pytest.mark.parametrize("argv", [["--table", "--", "-c", "k.cu"], ["--trace"]])
+def test_an_option_without_its_value_says_so(argv):
+    # not "unrecognized option '-c'": the '--' was taken as the table's file name before
+    with pytest.raises(UsageError, match=f"{argv[0]} needs a value"):
+        split_command_line(argv, build_parser())
+
+
 def run_cli(*args, env=None):
     return subprocess.run(
         [sys.executable, "-m", "fast_nvcc", *args],
