@@ -205,6 +205,7 @@ def _run_plan(
             workdir=workdir,
             jobs=jobs,
             priorities=priorities(dag, [c.seconds for c in costs]),
+            work=[c.seconds for c in costs],
             internal=_PlanInternal(effective, cwd=cwd),
             handlers=handlers,
             messages=plan.messages,

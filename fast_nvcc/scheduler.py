@@ -267,6 +267,7 @@ class Runner:
         jobs: int,
         priorities: Sequence[float],
         internal: Internal,
+        work: Sequence[float] | None = None,
         handlers: Mapping[Action, Handler] | None = None,
         messages: Sequence[tuple[int, str]] = (),
         combine_output: bool = False,
@@ -283,6 +284,7 @@ class Runner:
         self.workdir = workdir
         self.jobs = max(1, jobs)
         self.priorities = priorities
+        self.work = work  # each task's expected seconds: what is left is told to the slots
         self.handlers = {**feature_handlers(dag), **BASIC_HANDLERS, **internal_handlers(internal), **(handlers or {})}
         self.messages = messages
         self.combine_output = combine_output
@@ -322,6 +324,9 @@ class Runner:
             if not waiting[task.id]:
                 self._make_ready(ready, task)
         self._free_slots = list(range(self.jobs - 1, -1, -1))
+        left = sum(self.work) if self.work is not None else 0.0
+        if self.work is not None:
+            self.slots.left(left)
         emitter = _Emitter(self, self.messages)
         failed: int | None = None  # task id of the earliest failure in nvcc's order
         try:
@@ -367,6 +372,9 @@ class Runner:
                 if run.killed:
                     record.state = State.KILLED
                 elif record.state is State.DONE:
+                    if self.work is not None:
+                        left -= self.work[task_id]
+                        self.slots.left(left)
                     for succ in succs[task_id]:
                         waiting[succ] -= 1
                         if not waiting[succ]:

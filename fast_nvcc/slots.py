@@ -27,8 +27,10 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+from .buildtool import Saturation
 
 _AUTH = re.compile(r"--jobserver-(?:auth|fds)=(\S+)")
 
@@ -55,6 +57,9 @@ class Slots:
 
     def withdraw(self) -> None:
         """This process waits for no slot now."""
+
+    def left(self, seconds: float) -> None:
+        """This compile has about ``seconds`` of steps left to run (learned costs or defaults)."""
 
     def release(self) -> None:
         self.held -= 1
@@ -137,22 +142,34 @@ class PoolSlots(Slots):
       that wants an extra step; then the longer remaining path through its own compile (learned
       costs, or per-tool defaults); then the earlier request.  A process takes a free slot only
       when fewer live requests rank ahead of it than there are free slots.
+    * **While the build tool holds compiles back, the compile nearest its end finishes first.**
+      When ninja (or make without a jobserver) runs as many jobs as its ``-j`` allows, it starts
+      no further compile until one ends.  Then the compile with the least work left (each posts
+      it under ``work/``) may run up to ``DRAIN_EXTRAS`` extra steps over the pool, so that it
+      ends sooner and the tool starts the next one (a long pole it held back, perhaps).
 
     No daemon: waiters poll (a listing and a few non-blocking locks), and the kernel drops a dead
     process's locks, so a killed compile loses no slot and leaves no claim.
     """
 
     implicit = 0
+    DRAIN_EXTRAS = 3  # extra steps over the pool for the compile nearest its end
+    NEAREST_RECHECK = 0.1  # seconds: who is nearest its end is a listing and a few locks
 
-    def __init__(self, directory: str, size: int) -> None:
+    def __init__(self, directory: str, size: int, *, saturated: Callable[[], bool] | None = None) -> None:
         super().__init__()
         self.directory = directory
         self.board = os.path.join(directory, "requests")
         self.marks = os.path.join(directory, "marks")
+        self.work = os.path.join(directory, "work")
         self.size = max(1, size)
         self.description = f"machine-wide pool of {self.size} slots in {directory}"
         os.makedirs(self.board, mode=0o700, exist_ok=True)
         os.makedirs(self.marks, mode=0o700, exist_ok=True)
+        os.makedirs(self.work, mode=0o700, exist_ok=True)
+        self._saturated = saturated  # is the build tool above us full? (looked up when needed)
+        self._left: _Claim | None = None
+        self._nearest, self._nearest_checked = False, -1.0
         self._slot_fds: dict[int, int] = {}  # slot -> an open descriptor of its lock file
         self._holds: list[_Hold] = []
         self._request: _Claim | None = None
@@ -188,6 +205,47 @@ class PoolSlots(Slots):
             self._request.drop()
             self._request = None
 
+    def left(self, seconds: float) -> None:
+        name = os.path.join(self.work, f"w-{min(_PRIORITY_SPAN, int(max(0.0, seconds) * 1000)):012d}-{os.getpid()}")
+        self._nearest_checked = -1.0  # look again at the next ask
+        if self._left is None:
+            self._left = _Claim.make(name)
+        elif self._left.path != name:
+            try:
+                self._left = self._left.renamed(name)
+            except FileNotFoundError:  # removed by someone who took us for dead
+                self._left.drop()
+                self._left = _Claim.make(name)
+
+    def _nearest_end(self) -> bool:
+        """Has this compile the least work left of all the machine's compiles?"""
+        if self._left is None:
+            return False
+        mine = os.path.basename(self._left.path)
+        try:
+            names = sorted(n for n in os.listdir(self.work) if n.startswith("w-"))
+        except OSError:
+            return False
+        for name in names:
+            if name == mine:
+                return True
+            if _is_live(os.path.join(self.work, name)):
+                return False
+        return False
+
+    def _may_drain(self) -> bool:
+        drains = sum(1 for h in self._holds if h.slot is None and h.mark is not None and "extra-" in h.mark.path)
+        if drains >= self.DRAIN_EXTRAS:
+            return False
+        now = time.monotonic()
+        if now - self._nearest_checked >= self.NEAREST_RECHECK:
+            self._nearest_checked, self._nearest = now, self._nearest_end()
+        if not self._nearest:
+            return False
+        if self._saturated is None:
+            self._saturated = Saturation.of_this_process()
+        return self._saturated()
+
     def _ahead(self, name: str) -> int:
         """How many live requests of other processes rank before ``name``."""
         return sum(1 for other in _live(self.board, "r") if other < name)
@@ -213,6 +271,9 @@ class PoolSlots(Slots):
         # extras left compiles waiting 1.5-1.8 s at ninja -j32 on 16 cores (2026-11-22).
         if first and _live(self.marks, "extra-"):
             self._take(_Hold(slot=None, mark=self._mark("over")))
+            return True
+        if not first and self._may_drain():
+            self._take(_Hold(slot=None, mark=self._mark("extra")))
             return True
         return False
 
@@ -284,6 +345,9 @@ class PoolSlots(Slots):
 
     def close(self) -> None:
         self.release_all()
+        if self._left is not None:
+            self._left.drop()
+            self._left = None
         for fd in self._slot_fds.values():
             os.close(fd)
         self._slot_fds.clear()

@@ -406,3 +406,48 @@ def test_learned_costs_are_no_slower_than_none(tmp_path):
         walls.append(max(end for steps in results for _, end, _ in steps) - min(starts))
     guessed, learned = walls
     assert learned <= guessed * 1.1 + 0.1, walls
+
+
+def test_while_the_build_tool_is_full_the_compile_nearest_its_end_runs_extra_steps(tmp_path, monkeypatch):
+    """ninja at its -j starts no compile until one ends: then the compile with the least work
+    left may run up to DRAIN_EXTRAS extra steps over a full pool, and no other compile may; a
+    compile that arrives meanwhile still runs its first step at once.  (Whether ninja or make
+    is full is tests/test_buildtool.py's; here the pool is told.)"""
+    full = [True]
+    pool = str(tmp_path / "pool")
+    monkeypatch.setattr(PoolSlots, "NEAREST_RECHECK", 0.0)  # look at every ask, not every 0.1 s
+    near, far = (PoolSlots(pool, 2, saturated=lambda: full[0]) for _ in range(2))
+    near.left(5.0)
+    far.left(50.0)
+    assert near.try_acquire(1.0) and far.try_acquire(100.0)  # the pool is full
+    assert not far.try_acquire(100.0)  # a longer path, but far from its end
+    assert all(near.try_acquire(1.0) for _ in range(PoolSlots.DRAIN_EXTRAS))
+    assert not near.try_acquire(1.0)  # at most DRAIN_EXTRAS over the pool
+    newcomer = PoolSlots(pool, 2, saturated=lambda: full[0])
+    assert newcomer.try_acquire(1.0)  # rule 1 holds: a first step runs over while extras run
+    newcomer.close()
+    for _ in range(PoolSlots.DRAIN_EXTRAS):
+        near.release()
+    full[0] = False  # the tool has room for more jobs: it holds nothing back
+    assert not near.try_acquire(1.0)
+    full[0] = True
+    far.left(1.0)  # far's last step: now it is nearest its end
+    assert far.try_acquire(100.0) and not near.try_acquire(1.0)
+    far.close()
+    other = PoolSlots(pool, 2, saturated=lambda: full[0])
+    assert other.try_acquire(100.0)  # the pool is full again
+    # A dead compile's claim of less work left does not count.
+    dying = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; sys.path.insert(0, %r); from fast_nvcc.slots import PoolSlots;"
+         " p = PoolSlots(%r, 2); p.left(0.1); print('posted', flush=True); time.sleep(60)"
+         % (str(Path(__file__).parent.parent), pool)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert dying.stdout.readline().strip() == "posted"
+    assert not near.try_acquire(1.0)  # the living one with less left
+    dying.kill()
+    dying.wait()
+    assert near.try_acquire(1.0)
+    near.close()
+    other.close()
+    assert os.listdir(os.path.join(pool, "work")) == []

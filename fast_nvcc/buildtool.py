@@ -1,0 +1,113 @@
+"""What the build tool above this compile is doing: is it running all the jobs its ``-j`` allows?
+
+ninja (and make without a jobserver) keep compiles they have not started out of every
+process's sight.  When one is running as many jobs as its ``-j`` allows, it may well be holding
+more back, and none of those can start until one of its jobs ends.  That is the one thing a
+compile below it can observe: the tool's ``-j`` (its command line, or ninja's default) and its
+live children.  ``slots.PoolSlots`` uses it to let the compile nearest its end finish sooner
+(docs/scheduling.md, "ninja's queue").
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+# How far up the process tree to look (ninja -> sh -> fast_nvcc; cmake --build -> ninja -> ...;
+# a launcher script in between).
+_DEPTH = 6
+_TOOLS = {"ninja": "ninja", "samu": "ninja", "make": "make", "gmake": "make"}
+_RECHECK_SECONDS = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class BuildTool:
+    pid: int
+    kind: str  # "ninja" or "make"
+    jobs: int | None  # None: unbounded (ninja -j0, make -j)
+
+
+def find_build_tool(pid: int | None = None) -> BuildTool | None:
+    """The nearest ninja or make among this process's ancestors, with its job limit."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid if pid is not None else os.getpid())
+        for _ in range(_DEPTH):
+            process = process.parent()
+            if process is None:
+                return None
+            name = os.path.basename(process.name())
+            kind = _TOOLS.get(name)
+            if kind is None:
+                continue
+            return BuildTool(process.pid, kind, job_limit(kind, process.cmdline()))
+    except (psutil.Error, OSError):
+        return None
+    return None
+
+
+def job_limit(kind: str, argv: list[str]) -> int | None:
+    """The ``-j`` of a ninja or make command line (the last one counts): ninja's default when
+    it has none, 1 for make.  None where the tool runs without a limit (ninja -j0, make -j)."""
+    limit: int | None = _default_jobs() if kind == "ninja" else 1
+    args = argv[1:]
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg in ("-j", "--jobs"):
+            value = args[i + 1] if i + 1 < len(args) else ""
+        elif arg.startswith("--jobs="):
+            value = arg[len("--jobs=") :]
+        elif arg.startswith("-j") and not arg.startswith("--"):
+            value = arg[2:]
+        else:
+            continue
+        if value.isdigit():
+            limit = int(value) if int(value) > 0 else None
+        elif kind == "make":
+            limit = None  # a bare -j
+    return limit
+
+
+def _default_jobs() -> int:
+    """ninja's GuessParallelism: 2 for one CPU, 3 for two, CPUs + 2 above."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return {0: 2, 1: 2, 2: 3}.get(cpus, cpus + 2)
+
+
+class Saturation:
+    """Whether the build tool above runs as many jobs as it may (so it may hold more back).
+    Looked up once, then its children counted at most every half second."""
+
+    def __init__(self, tool: BuildTool | None) -> None:
+        self.tool = tool
+        self._checked = -1.0
+        self._saturated = False
+
+    @classmethod
+    def of_this_process(cls) -> Saturation:
+        return cls(find_build_tool())
+
+    def __call__(self) -> bool:
+        tool = self.tool
+        if tool is None or tool.jobs is None:
+            return False
+        now = time.monotonic()
+        if now - self._checked < _RECHECK_SECONDS:
+            return self._saturated
+        self._checked = now
+        import psutil
+
+        try:
+            running = sum(1 for child in psutil.Process(tool.pid).children() if child.status() != psutil.STATUS_ZOMBIE)
+        except psutil.Error:
+            self.tool = None  # the tool is gone: nothing more will start
+            self._saturated = False
+            return False
+        self._saturated = running >= tool.jobs
+        return self._saturated
