@@ -14,9 +14,9 @@ import os
 import time
 from dataclasses import dataclass
 
-# How far up the process tree to look (ninja -> sh -> fast_nvcc; cmake --build -> ninja -> ...;
-# a launcher script in between).
-_DEPTH = 6
+# How far up the process tree to look: ninja -> sh -> fast_nvcc, with room for one launcher
+# script in between.  Not further: a make far above (a CI job's, say) does not run our compiles.
+_DEPTH = 3
 _TOOLS = {"ninja": "ninja", "samu": "ninja", "make": "make", "gmake": "make"}
 _RECHECK_SECONDS = 0.5
 

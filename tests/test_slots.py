@@ -410,23 +410,24 @@ def test_learned_costs_are_no_slower_than_none(tmp_path):
 
 def test_while_the_build_tool_is_full_the_compile_nearest_its_end_runs_extra_steps(tmp_path, monkeypatch):
     """ninja at its -j starts no compile until one ends: then the compile with the least work
-    left may run up to DRAIN_EXTRAS extra steps over a full pool, and no other compile may; a
+    left may run up to drain_extras steps over a full pool, and no other compile may; a
     compile that arrives meanwhile still runs its first step at once.  (Whether ninja or make
     is full is tests/test_buildtool.py's; here the pool is told.)"""
     full = [True]
     pool = str(tmp_path / "pool")
     monkeypatch.setattr(PoolSlots, "NEAREST_RECHECK", 0.0)  # look at every ask, not every 0.1 s
     near, far = (PoolSlots(pool, 2, saturated=lambda: full[0]) for _ in range(2))
+    near.drain_extras = far.drain_extras = 3  # size // 5 is none for a pool of two
     near.left(5.0)
     far.left(50.0)
     assert near.try_acquire(1.0) and far.try_acquire(100.0)  # the pool is full
     assert not far.try_acquire(100.0)  # a longer path, but far from its end
-    assert all(near.try_acquire(1.0) for _ in range(PoolSlots.DRAIN_EXTRAS))
-    assert not near.try_acquire(1.0)  # at most DRAIN_EXTRAS over the pool
+    assert all(near.try_acquire(1.0) for _ in range(3))
+    assert not near.try_acquire(1.0)  # at most drain_extras over the pool
     newcomer = PoolSlots(pool, 2, saturated=lambda: full[0])
     assert newcomer.try_acquire(1.0)  # rule 1 holds: a first step runs over while extras run
     newcomer.close()
-    for _ in range(PoolSlots.DRAIN_EXTRAS):
+    for _ in range(3):
         near.release()
     full[0] = False  # the tool has room for more jobs: it holds nothing back
     assert not near.try_acquire(1.0)
@@ -451,3 +452,4 @@ def test_while_the_build_tool_is_full_the_compile_nearest_its_end_runs_extra_ste
     near.close()
     other.close()
     assert os.listdir(os.path.join(pool, "work")) == []
+    assert [PoolSlots(str(tmp_path / "sizes"), n).drain_extras for n in (2, 4, 5, 16, 64)] == [0, 0, 1, 3, 12]
