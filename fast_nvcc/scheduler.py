@@ -257,6 +257,16 @@ class _Running:
 
 
 class Runner:
+    # A step that runs far past its estimate says its whole compile is heavier than guessed: on a
+    # first build the estimates are per-tool defaults, and one template-heavy source's cicc takes
+    # 96 s against the default's 8 (CUTLASS's 53_hopper_gemm_permute, 16 cores, 2026-11-23).
+    # The compile's waiting steps then ask the pool with their ranks times how much heavier
+    # (its host side no longer waits behind lighter compiles' device steps), and the work it has
+    # left is told times that too (it is not the compile nearest its end).  Only steps expected
+    # to take OVERRUN_FLOOR seconds or more count: short steps' times are mostly noise.
+    OVERRUN_FLOOR = 2.0
+    RESCALE_EVERY = 0.25  # seconds
+
     def __init__(
         self,
         dag: Dag,
@@ -306,6 +316,8 @@ class Runner:
         self._free_slots: list[int] = []
         self.captures = Captures(workdir)  # in memory: a full $TMPDIR must not swallow them
         self._watchdog: Watchdog | None = None  # started with the first command
+        self._scale = 1.0  # how many times heavier this compile is than its estimates
+        self._scaled_at = 0.0
 
     def close(self) -> None:
         """Free the captured output, once nothing reads the records' captures any more."""
@@ -331,6 +343,8 @@ class Runner:
         failed: int | None = None  # task id of the earliest failure in nvcc's order
         try:
             while True:
+                if self.work is not None and self._rescale():
+                    self.slots.left(left * self._scale)
                 blocked = False  # a ready command waits for a shared slot or for memory
                 while ready:
                     _, _, task_id = ready[0]
@@ -374,7 +388,7 @@ class Runner:
                 elif record.state is State.DONE:
                     if self.work is not None:
                         left -= self.work[task_id]
-                        self.slots.left(left)
+                        self.slots.left(left * self._scale)
                     for succ in succs[task_id]:
                         waiting[succ] -= 1
                         if not waiting[succ]:
@@ -412,12 +426,32 @@ class Runner:
     def _handler(self, task: Task) -> Handler:
         return self.handlers[task.action]
 
+    def _rescale(self) -> bool:
+        """Look again (every RESCALE_EVERY seconds) at how far this compile's long steps ran
+        past their estimates; True when the scale rose."""
+        now = self._now()
+        if now - self._scaled_at < self.RESCALE_EVERY:
+            return False
+        self._scaled_at = now
+        assert self.work is not None
+        scale = self._scale
+        for record in self.records:
+            expected = self.work[record.task_id]
+            if record.start is None or expected < self.OVERRUN_FLOOR or record.slot is None:
+                continue
+            took = (record.end if record.end is not None else now) - record.start
+            scale = max(scale, took / expected)
+        if scale <= self._scale * 1.05:  # not worth a rename on the board
+            return False
+        self._scale = scale
+        return True
+
     def _reserve_slot(self, task: Task) -> bool:
         """May ``task`` start now?  Within -j, with a shared slot (the implicit one, one held and
         idle, or one newly granted by the jobserver or the pool), and with memory to spare."""
         if not self._free_slots:
             return False
-        priority = self.priorities[task.id]
+        priority = self.priorities[task.id] * self._scale
         if self._commands < self.slots.implicit + self.slots.held:
             # An idle slot of ours: keep it, unless this would be an extra step of this compile
             # and the pool has a better claim waiting (it is released below and asked for anew).

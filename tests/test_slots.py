@@ -408,14 +408,15 @@ def test_learned_costs_are_no_slower_than_none(tmp_path):
     assert learned <= guessed * 1.1 + 0.1, walls
 
 
-def test_while_the_build_tool_is_full_the_compile_nearest_its_end_runs_extra_steps(tmp_path, monkeypatch):
-    """ninja at its -j starts no compile until one ends: then the compile with the least work
-    left may run up to drain_extras steps over a full pool, and no other compile may; a
-    compile that arrives meanwhile still runs its first step at once.  (Whether ninja or make
-    is full is tests/test_buildtool.py's; here the pool is told.)"""
+def test_while_the_build_tool_is_full_the_compiles_nearest_their_end_run_extra_steps(tmp_path, monkeypatch):
+    """ninja at its -j starts no compile until one ends: then the DRAIN_COMPILES compiles with
+    the least work left may run up to drain_extras steps over a full pool between them, and no
+    other compile may; a compile that arrives meanwhile still runs its first step at once.  (Whether
+    ninja or make is full is tests/test_buildtool.py's; here the pool is told.)"""
     full = [True]
     pool = str(tmp_path / "pool")
     monkeypatch.setattr(PoolSlots, "NEAREST_RECHECK", 0.0)  # look at every ask, not every 0.1 s
+    monkeypatch.setattr(PoolSlots, "DRAIN_COMPILES", 1)  # the nearest one alone, to begin with
     near, far = (PoolSlots(pool, 2, saturated=lambda: full[0]) for _ in range(2))
     near.drain_extras = far.drain_extras = 3  # size // 5 is none for a pool of two
     near.left(5.0)
@@ -452,4 +453,72 @@ def test_while_the_build_tool_is_full_the_compile_nearest_its_end_runs_extra_ste
     near.close()
     other.close()
     assert os.listdir(os.path.join(pool, "work")) == []
+    # Two nearest compiles may, the third may not; drain_extras bounds them together.
+    monkeypatch.setattr(PoolSlots, "DRAIN_COMPILES", 2)
+    compiles = [PoolSlots(str(tmp_path / "pool2"), 3, saturated=lambda: True) for _ in range(3)]
+    for left, slots in enumerate(compiles):
+        slots.drain_extras = 2
+        slots.left(float(left))
+        assert slots.try_acquire(1.0)  # each one's first step: the pool is full
+    first, second, third = compiles
+    assert not third.try_acquire(100.0) and first.try_acquire(1.0) and second.try_acquire(1.0)
+    assert not first.try_acquire(1.0) and not second.try_acquire(1.0)  # two over the pool in all
+    for slots in compiles:
+        slots.close()
+    # No drain while a compile waits for its first step: that one goes first.
+    holder, waiter = (PoolSlots(str(tmp_path / "pool3"), 1, saturated=lambda: True) for _ in range(2))
+    holder.drain_extras = 1
+    holder.left(1.0)
+    assert holder.try_acquire(1.0)
+    assert not waiter.try_acquire(1.0)  # the pool is full and no extra step runs: it waits
+    assert not holder.try_acquire(1.0)
+    waiter.withdraw()
+    assert holder.try_acquire(1.0)
+    holder.close()
+    waiter.close()
     assert [PoolSlots(str(tmp_path / "sizes"), n).drain_extras for n in (2, 4, 5, 16, 64)] == [0, 0, 1, 3, 12]
+
+
+def test_a_compile_whose_step_overruns_its_estimate_asks_with_a_higher_rank(tmp_path, monkeypatch):
+    """A step running far past its estimate (a first build's per-tool guess for a heavy
+    source) raises the rank its compile's waiting steps ask the pool with, and the work it
+    tells the pool it has left, by the same factor."""
+    from fast_nvcc.graph import Action, Dag, Task, priorities
+    from fast_nvcc.plan import Kind, Step
+    from fast_nvcc.scheduler import Internal, Runner
+
+    class Asking(PoolSlots):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.asked, self.told = [], []
+
+        def try_acquire(self, priority=0.0):
+            self.asked.append(priority)
+            return super().try_acquire(priority)
+
+        def left(self, seconds):
+            self.told.append(seconds)
+            super().left(seconds)
+
+    monkeypatch.setattr(Runner, "OVERRUN_FLOOR", 0.1)
+    steps = [Step(index=i, text="", kind=Kind.OTHER, tool="sleep", argv=("sleep", s)) for i, s in enumerate(["1.2", "0"])]
+    dag = Dag(tuple(Task(i, s, Action.EXEC, argv=s.argv) for i, s in enumerate(steps)), (frozenset(), frozenset()))
+    costs = [0.2, 0.1]  # the long step was expected to take 0.2 s
+    # One slot: the long step takes it, the other waits as an extra step until the long one ends.
+    slots = Asking(str(tmp_path / "pool"), 1, saturated=lambda: False)
+    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=2,
+                    priorities=priorities(dag, costs), work=costs, internal=Internal(), slots=slots)  # fmt: skip
+    assert runner.run().returncode == 0
+    slots.close()
+    waiting = slots.asked[1:]  # after the long step's own ask
+    assert waiting[0] == pytest.approx(0.1, abs=0.03)
+    assert max(waiting) > 0.1 * 3  # 1.2 s against 0.2: about six times heavier by the end
+    assert slots.told[0] == pytest.approx(0.3) and max(slots.told) > 0.3 * 3
+    # Without an overrun nothing changes.
+    slots = Asking(str(tmp_path / "pool2"), 1, saturated=lambda: False)
+    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=2,
+                    priorities=priorities(dag, [1.5, 0.1]), work=[1.5, 0.1], internal=Internal(), slots=slots)  # fmt: skip
+    assert runner.run().returncode == 0
+    slots.close()
+    assert slots.asked[1:] and all(p == pytest.approx(0.1) for p in slots.asked[1:])
+    assert max(slots.told) == pytest.approx(1.6)
