@@ -702,7 +702,7 @@ class _Emitter:
             if upto is not None and task.order > upto:
                 return
             record = records[task.id]
-            if record.state not in (State.DONE, State.FAILED):
+            if record.state not in (State.DONE, State.FAILED) or not (final or self._settled(task)):
                 return
             self._messages_before(task.step.index)
             if not self._superseded(task):
@@ -716,6 +716,15 @@ class _Emitter:
             self.stopped = record.state is State.FAILED
         if final:
             self._messages_before(None)
+
+    def _settled(self, task: Task) -> bool:
+        """Whether a speculative cicc's output can be judged yet: once its module_id check has
+        run, which may rerun cicc and print the same warnings anew (only the rerun's count).
+        A failed cicc fails as it would have with nvcc's module_id: its output stands."""
+        check = task.speculative_of
+        if check is None or self.runner.records[task.id].state is State.FAILED:
+            return True
+        return self.runner.records[check].state is not State.SKIPPED
 
     def _superseded(self, task: Task) -> bool:
         check = task.speculative_of

@@ -246,10 +246,8 @@ class PoolSlots(Slots):
         # A fifth of the pool for the whole machine, not for each compile: as "nearest its end"
         # passes from compile to compile, drains of a fifth each kept 25-31 commands running on
         # 16 cores for the first 40 s of a first CUTLASS build (2026-11-23), each cicc slower.
-        if len(_live(self.marks, "extra-drain-")) >= self.drain_extras:
+        if not self.drain_extras:
             return False
-        if _live(self.board, "r0-"):
-            return False  # a compile waits for its first step: it goes first (rule 1)
         now = time.monotonic()
         if now - self._nearest_checked >= self.NEAREST_RECHECK:
             self._nearest_checked, self._nearest = now, self._nearest_end()
@@ -257,7 +255,11 @@ class PoolSlots(Slots):
             return False
         if self._saturated is None:
             self._saturated = Saturation.of_this_process()
-        return self._saturated()
+        if not self._saturated():
+            return False
+        if _live(self.board, "r0-"):
+            return False  # a compile waits for its first step: it goes first (rule 1)
+        return len(_live(self.marks, "extra-drain-")) < self.drain_extras
 
     def _ahead(self, name: str) -> int:
         """How many live requests of other processes rank before ``name``."""

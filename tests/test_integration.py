@@ -79,6 +79,8 @@ CASES = {
     "G": ["-c", "kernel.cu", I, "-arch=sm_80", "-G", "-compress-mode=none"],
     "lineinfo": ["-c", "kernel.cu", I, "-arch=sm_80", "-lineinfo"],
     "module-id-rerun": ["-c", "host_first.cu", *GENCODE_3],
+    "module-id-rerun-warning": ["-c", "rerun_warning.cu", "-arch=sm_80", "-MD"],
+    "module-id-rerun-warning-3arch": ["-c", "rerun_warning.cu", *GENCODE_3],
     "warnings": ["-c", "warning.cu", "-arch=sm_80"],
     # Failures: same message, same exit code, no object, nothing left in TMPDIR.
     "syntax-error": ["-c", "syntax_error.cu", "-arch=sm_80", "-MD"],
