@@ -59,6 +59,7 @@ class StepReport:
     preds: tuple[int, ...]
     remote: str | None = None  # through sccache: remote, sccache-hit, sccache-local, local-fallback, sccache
     remote_note: str = ""
+    over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,7 @@ def build_report(
                 preds=tuple(sorted(dag.preds[task.id])),
                 remote=record.remote,
                 remote_note=record.remote_note,
+                over_pool=record.over_pool,
             )
         )
     return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at)
@@ -501,6 +503,7 @@ def log_record(
                 "cached": s.cached,
                 **({"remote": s.remote} if s.remote is not None else {}),
                 **({"remote_note": s.remote_note} if s.remote_note else {}),
+                **({"over_pool": s.over_pool} if s.over_pool else {}),
             }
             for s in report.steps
         ]

@@ -71,6 +71,7 @@ class Record:
     remote: str | None = None  # sent to sccache: what became of it (remote.Outcome)
     remote_note: str = ""  # why it ran here after all
     slot: int | None = None
+    over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     # Captured output: (fd, path) in the order to forward them.
     captures: list[tuple[int, str]] = field(default_factory=list)
 
@@ -487,6 +488,7 @@ class Runner:
             self._elsewhere[task.action] = self._elsewhere.get(task.action, 0) + 1
         if record.slot is not None:
             self._commands += 1
+            record.over_pool = self.slots.over_pool(self._commands - self.slots.implicit)
             if self.memory is not None:
                 self.memory.taken(task)
         record.start = self._now()

@@ -59,6 +59,12 @@ class Slots:
     def withdraw(self) -> None:
         """This process waits for no slot now."""
 
+    def over_pool(self, commands: int) -> str | None:
+        """With ``commands`` steps of this process running, does the newest run over the
+        machine-wide pool, and why: "first" (a compile's step while others run extra ones, rule
+        1) or "drain" (the compile nearest its end, rule 3)?  None: within the pool's N."""
+        return None
+
     def left(self, seconds: float) -> None:
         """This compile has about ``seconds`` of steps left to run (learned costs or defaults)."""
 
@@ -291,6 +297,12 @@ class PoolSlots(Slots):
             self._take(_Hold(slot=None, mark=self._mark("extra-drain")))
             return True
         return False
+
+    def over_pool(self, commands: int) -> str | None:
+        if commands <= sum(1 for h in self._holds if h.slot is not None):
+            return None
+        kinds = [h.mark.path for h in self._holds if h.slot is None and h.mark is not None]
+        return "drain" if any("extra-drain-" in k for k in kinds) else "first"
 
     def _take(self, hold: _Hold) -> None:
         self._holds.append(hold)

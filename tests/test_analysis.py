@@ -668,11 +668,18 @@ def test_waiting_for_slots_across_the_build(tmp_path, capsys):
     old = log_record(1011.0, 1.0, ["/b/d.o"], [("cicc", "cicc", "compute_80", 0.0, 1.0)])  # no wait fields
     for record, first, total in ((a, 0.0, 0.0), (b, 3.0, 3.0), (c, 1.0, 1.5)):
         record.update(first_step_wait_seconds=first, slot_wait_seconds=total)
+    a["steps"][1]["over_pool"] = "drain"
+    b["steps"][0]["over_pool"] = "first"
+    c["steps"][0]["over_pool"] = "first"
     log = write_jsonl(tmp_path / "log.jsonl", [a, b, c, old])
     waiting = analyze(load_build([str(log)])).waiting
     assert waiting.compiles == 3 and waiting.first_step_seconds == 4.0 and waiting.slot_seconds == 4.5
     assert waiting.worst_first_step == (3.0, "b.o") and waiting.starved == ((3.0, "b.o"),)
     code, out, _ = run_main(capsys, log, "--format", "json")
     assert code == 0 and json.loads(out)["waiting"]["starved"] == [{"seconds": 3.0, "output": "b.o"}]
+    assert json.loads(out)["waiting"]["over_pool"] == {
+        "first": {"steps": 2, "seconds": 4.0, "compiles": 2}, "drain": {"steps": 1, "seconds": 5.0, "compiles": 1},
+    }  # fmt: skip
     code, out, _ = run_main(capsys, log)
     assert "waiting for slots (3 compiles)" in out and "starved: b.o" in out
+    assert "over the pool for the compiles nearest their end (rule 3): 1 steps of 1 compiles" in out

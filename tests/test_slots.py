@@ -522,3 +522,35 @@ def test_a_compile_whose_step_overruns_its_estimate_asks_with_a_higher_rank(tmp_
     slots.close()
     assert slots.asked[1:] and all(p == pytest.approx(0.1) for p in slots.asked[1:])
     assert max(slots.told) == pytest.approx(1.6)
+
+
+def test_the_log_says_which_steps_ran_over_the_pool_and_why(tmp_path):
+    """FAST_NVCC_LOG's over_pool, from a real Runner on a real pool: a step started by rule 3
+    (drain) and one started by rule 1 (a first step while another compile drains)."""
+    from fast_nvcc.graph import Action, Dag, Task, priorities
+    from fast_nvcc.plan import Kind, Step
+    from fast_nvcc.scheduler import Internal, Runner
+
+    def runner(slots, seconds):
+        steps = [Step(index=i, text="", kind=Kind.OTHER, tool="sleep", argv=("sleep", s)) for i, s in enumerate(seconds)]
+        dag = Dag(tuple(Task(i, s, Action.EXEC, argv=s.argv) for i, s in enumerate(steps)), (frozenset(),) * len(steps))
+        costs = [0.5] * len(steps)
+        return Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=len(steps),
+                      priorities=priorities(dag, costs), work=costs, internal=Internal(), slots=slots)  # fmt: skip
+
+    pool = str(tmp_path / "pool")
+    slots = PoolSlots(pool, 1, saturated=lambda: True)
+    slots.drain_extras = 1
+    records = runner(slots, ["0.3", "0.3"]).run().records
+    slots.close()
+    assert sorted(r.over_pool or "" for r in records) == ["", "drain"]
+    # Another compile holds the pool's one slot and drains: a newcomer's first step runs over.
+    other = PoolSlots(pool, 1, saturated=lambda: True)
+    other.drain_extras = 1
+    other.left(0.1)
+    assert other.try_acquire(1.0) and other.try_acquire(1.0)  # its slot, then a drain
+    newcomer = PoolSlots(pool, 1, saturated=lambda: False)
+    records = runner(newcomer, ["0.2"]).run().records
+    newcomer.close()
+    other.close()
+    assert [r.over_pool for r in records] == ["first"]

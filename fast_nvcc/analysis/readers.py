@@ -161,6 +161,7 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
             state=str(step.get("state", "done")),
             command=bool(step.get("command", True)),
             remote=step.get("remote"),
+            over_pool=step.get("over_pool"),
         )
         for step in data.get("steps") or ()
     )

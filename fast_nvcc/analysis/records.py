@@ -44,6 +44,16 @@ class Step:
     state: str
     command: bool = True  # a subprocess (False: fast_nvcc's in-process bookkeeping)
     remote: str | None = None  # --remote sccache: what became of it (remote, sccache-hit, ...)
+    over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
+
+
+@dataclass(frozen=True, slots=True)
+class OverPool:
+    """Steps that ran over the machine-wide pool for one reason (docs/scheduling.md)."""
+
+    steps: int
+    seconds: float
+    compiles: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +187,7 @@ class Waiting:
     slot_seconds: float
     worst_first_step: tuple[float, str]  # (seconds, output)
     starved: tuple[tuple[float, str], ...]  # waited for a first step while another ran two or more
+    over_pool: tuple[tuple[str, OverPool], ...] = ()  # ("first" | "drain", its steps)
 
 
 @dataclass(frozen=True, slots=True)

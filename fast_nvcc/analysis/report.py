@@ -127,6 +127,11 @@ def report_tables(a: Analysis) -> Iterator[Table]:
             ("ready steps' waits for slots, summed", _seconds(w.slot_seconds)),
         ]  # fmt: skip
         rows += [(f"  starved: {_short(n)}", _seconds(s)) for s, n in w.starved[:5]]
+        for why, over in w.over_pool:
+            reason = {"first": "to start a compile while others ran extra steps (rule 1)",
+                      "drain": "for the compiles nearest their end (rule 3)"}[why]  # fmt: skip
+            rows.append((f"over the pool {reason}: {over.steps} steps of {over.compiles} compiles",
+                         _seconds(over.seconds)))  # fmt: skip
         yield Table(f"waiting for slots ({w.compiles} compiles)", ("", "seconds"), tuple(rows), "ll")
     yield from device_tables(a, top=a.top)
 

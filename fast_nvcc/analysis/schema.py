@@ -129,6 +129,8 @@ def json_report(a: Analysis) -> AnalysisJson:
             "longest_first_step": {"seconds": _r(a.waiting.worst_first_step[0]),
                                    "output": a.waiting.worst_first_step[1]},
             "starved": [{"seconds": _r(s), "output": n} for s, n in a.waiting.starved],
+            "over_pool": {why: {"steps": o.steps, "seconds": _r(o.seconds), "compiles": o.compiles}
+                          for why, o in a.waiting.over_pool},
         },
         "compiles": [_compile_json(job) for job in build.jobs if job.record is not None],
         "device": _device_json(a),

@@ -1,12 +1,13 @@
-"""How long the build's compiles waited for slots, and whether any starved: one waited for its
-first step while another compile ran two or more steps (docs/scheduling.md).  From the
-FAST_NVCC_LOG fields ``first_step_wait_seconds`` / ``slot_wait_seconds`` and the steps' times."""
+"""How long the build's compiles waited for slots, whether any starved (one waited for its first
+step while another compile ran two or more steps), and which steps ran over the machine-wide
+pool and why (docs/scheduling.md).  From the FAST_NVCC_LOG fields ``first_step_wait_seconds`` /
+``slot_wait_seconds``, the steps' times and their ``over_pool``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .records import Job, Waiting
+from .records import Job, OverPool, Waiting
 
 
 def measure_waiting(jobs: Sequence[Job]) -> Waiting | None:
@@ -31,7 +32,17 @@ def measure_waiting(jobs: Sequence[Job]) -> Waiting | None:
         slot_seconds=sum(j.record.slot_wait or 0.0 for j in timed),
         worst_first_step=(worst.record.first_step_wait or 0.0, worst.name),
         starved=tuple(sorted(starved, reverse=True)),
+        over_pool=_over_pool(timed),
     )
+
+
+def _over_pool(jobs: Sequence[Job]) -> tuple[tuple[str, OverPool], ...]:
+    result = []
+    for why in ("first", "drain"):
+        steps = [(job.name, s.seconds) for job in jobs for s in job.record.steps if s.over_pool == why]
+        if steps:
+            result.append((why, OverPool(len(steps), sum(t for _, t in steps), len({n for n, _ in steps}))))
+    return tuple(result)
 
 
 def _busy_spans(job: Job) -> list[tuple[float, float]]:
