@@ -233,25 +233,9 @@ class PoolSlots(Slots):
         """Is this compile one of the DRAIN_COMPILES with the least work left on the machine?"""
         if self._left is None:
             return False
-        mine = os.path.basename(self._left.path)
-        try:
-            names = sorted(n for n in os.listdir(self.work) if n.startswith("w-"))
-        except OSError:
-            return False
-        ahead = 0
-        for name in names:
-            if name == mine:
-                return True
-            if _is_live(os.path.join(self.work, name)):
-                ahead += 1
-                if ahead >= self.DRAIN_COMPILES:
-                    return False
-        return False
+        return os.path.basename(self._left.path) in _live(self.work, "w-")[: self.DRAIN_COMPILES]
 
     def _may_drain(self) -> bool:
-        # A fifth of the pool for the whole machine, not for each compile: as "nearest its end"
-        # passes from compile to compile, drains of a fifth each kept 25-31 commands running on
-        # 16 cores for the first 40 s of a first CUTLASS build (2026-11-23), each cicc slower.
         if not self.drain_extras:
             return False
         now = time.monotonic()
@@ -265,6 +249,9 @@ class PoolSlots(Slots):
             return False
         if _live(self.board, "r0-"):
             return False  # a compile waits for its first step: it goes first (rule 1)
+        # A fifth of the pool for the whole machine, not for each compile: as "nearest its end"
+        # passes from compile to compile, drains of a fifth each kept 25-31 commands running on
+        # 16 cores for the first 40 s of a first CUTLASS build (2026-11-23), each cicc slower.
         return len(_live(self.marks, "extra-drain-")) < self.drain_extras
 
     def _ahead(self, name: str) -> int:
