@@ -506,11 +506,9 @@ class Runner:
         except StepFailed as exc:
             run.fail(exc.message, exc.returncode)
         except OSError as exc:
-            # A command that cannot start fails the way sh, which nvcc runs it with, reports it.
-            missing = isinstance(exc, FileNotFoundError)
-            reason = "not found" if missing else exc.strerror
-            name = exc.filename or task.step.tool
-            run.fail(f"sh: 1: {name}: {reason}\n", 127 if missing else 126)
+            # fast_nvcc's own file work failed (a full disk): say what and where, once.
+            where = f"{exc.filename}: " if exc.filename else ""
+            run.fail(f"fast_nvcc: error: {task.step.tool}: {where}{exc.strerror or exc}\n", 1)
         except BaseException as exc:  # pragma: no cover - a bug in fast_nvcc itself
             error = exc
         self._events.put((task.id, error))
@@ -540,16 +538,25 @@ class Runner:
                     # dies (fast_nvcc/watchdog.py): this thread forks and reaps the child.
                     if self._watchdog is None:
                         self._watchdog = Watchdog(self.workdir)
-                    run.proc = subprocess.Popen(
-                        argv,
-                        stdin=subprocess.DEVNULL,
-                        stdout=stdout,
-                        stderr=stderr,
-                        env=self.env if env is None else env,
-                        cwd=cwd or self.cwd,
-                        process_group=0,
-                        preexec_fn=functools.partial(die_with_parent, os.getpid()),
-                    )
+                    try:
+                        run.proc = subprocess.Popen(
+                            argv,
+                            stdin=subprocess.DEVNULL,
+                            stdout=stdout,
+                            stderr=stderr,
+                            env=self.env if env is None else env,
+                            cwd=cwd or self.cwd,
+                            process_group=0,
+                            preexec_fn=functools.partial(die_with_parent, os.getpid()),
+                        )
+                    except OSError as exc:
+                        # A command that cannot start fails the way sh, which nvcc runs it
+                        # with, reports it.  Only here: any other missing file is not a
+                        # missing command (a vanished work directory once read as one).
+                        missing = isinstance(exc, FileNotFoundError)
+                        reason = "not found" if missing else exc.strerror
+                        raise StepFailed(f"sh: 1: {exc.filename or argv[0]}: {reason}\n",
+                                         127 if missing else 126) from None  # fmt: skip
                     self._watchdog.watch(run.proc.pid)
                 _, status, usage = os.wait4(run.proc.pid, 0)
                 run.proc.returncode = os.waitstatus_to_exitcode(status)

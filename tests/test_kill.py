@@ -5,7 +5,9 @@ only what it left."""
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -265,3 +267,26 @@ def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
+
+
+def _start_and_clean(directory: str, rounds: int) -> int:
+    """In a process of its own: clean up, then make a work directory, as each compile starts;
+    how many of its directories another process removed."""
+    lost = 0
+    for _ in range(rounds):
+        leftovers.remove_dead(directory)
+        workdir = leftovers.make_workdir("tmpxft_00000001_00000000", [directory], directory)
+        lost += not os.path.isdir(workdir.path)
+        shutil.rmtree(workdir.path, ignore_errors=True)
+        workdir.release()
+    return lost
+
+
+def test_compiles_starting_at_once_keep_their_workdirs(tmp_path):
+    """A cleaner that opened a new owner file before its compile locked it took the compile for
+    dead and removed its directory: a step then failed with 127 (8 cached compiles at once, CI,
+    2026-11-23; 41 of 3,200 directories at 400 rounds)."""
+    context = multiprocessing.get_context("fork")
+    with context.Pool(8) as pool:
+        assert sum(pool.starmap(_start_and_clean, [(str(tmp_path), 200)] * 8)) == 0
+    assert os.listdir(tmp_path) == []

@@ -23,7 +23,7 @@ def sh_task(task_id: int, script: str, *, index: int | None = None) -> Task:
     return Task(task_id, step, Action.EXEC, argv=step.argv)
 
 
-def run(tasks, preds=None, *, jobs=4, tmp_path, combine=False):
+def run(tasks, preds=None, *, jobs=4, tmp_path, combine=False, workdir=None, handlers=None):
     preds = preds or [frozenset() for _ in tasks]
     dag = Dag(tuple(tasks), tuple(frozenset(p) for p in preds))
     out, err = io.BytesIO(), io.BytesIO()
@@ -31,7 +31,8 @@ def run(tasks, preds=None, *, jobs=4, tmp_path, combine=False):
         dag,
         env=os.environ,
         cwd=str(tmp_path),
-        workdir=str(tmp_path),
+        workdir=str(workdir or tmp_path),
+        handlers=handlers,
         jobs=jobs,
         priorities=priorities(dag, [1.0] * len(tasks)),
         internal=Internal(),
@@ -203,6 +204,21 @@ def test_a_missing_tool_fails_like_sh(tmp_path):
     result, _, err = run([Task(0, step, Action.EXEC, argv=step.argv)], tmp_path=tmp_path)
     assert result.returncode == 127
     assert err == b"sh: 1: /no/such/tool: not found\n"
+
+
+def test_a_missing_file_of_our_own_is_not_a_missing_tool(tmp_path):
+    """A work directory that vanished (removed by a cleaner, 2026-11-23) once read as
+    ``sh: 1: <path>: not found`` with sh's 127: the step's command was there all along."""
+    def write_in_workdir(task_run):
+        with open(os.path.join(task_run.workdir, "private.fatbin.c"), "wb"):
+            pass
+        task_run.exec(task_run.task.argv)
+
+    result, _, err = run([sh_task(0, "true")], tmp_path=tmp_path, workdir=tmp_path / "gone",
+                         handlers={Action.EXEC: Handler(write_in_workdir)})  # fmt: skip
+    assert result.returncode == 1
+    assert err.startswith(b"fast_nvcc: error: sh: ") and err.endswith(b": No such file or directory\n")
+    assert err.count(b"\n") == 1 and b"not found" not in err
 
 
 def test_resource_usage_is_recorded(tmp_path):
