@@ -70,6 +70,10 @@ class Task:
     fatbin: tuple[str, str] | None = None
     fatbinary: tuple[str, ...] = ()
     front: int | None = None
+    # HOST_FRONT/HOST_BACK with an early stub (:func:`early_stubs`): the stub path nvcc's last
+    # cicc writes and the host compile includes, the private path that cicc writes instead,
+    # and the stub of the cicc the front starts from.
+    stub: tuple[str, str, str] | None = None
 
     @property
     def label(self) -> str:
@@ -155,6 +159,7 @@ def build_dag(
         dag = speculate_module_ids(dag, workdir=workdir or "/tmp")
     if split_host and not problems:
         dag = split_host_compiles(dag, plan.paths_by_key(), workdir=workdir or "/tmp")
+        dag = early_stubs(dag, workdir=workdir or "/tmp")
     return dag
 
 
@@ -270,6 +275,88 @@ def split_host_compiles(dag: Dag, paths: Mapping[str, str], *, workdir: str) -> 
             succs[back.id].add(succ)
         succs[task.id] = {back.id}
     return Dag(tuple(tasks), tuple(frozenset(p) for p in preds), dag.problems)
+
+
+def early_stubs(dag: Dag, *, workdir: str) -> Dag:
+    """Start each split host compile's cc1plus after the first cicc, not the last.
+
+    The host compile includes the stub of the last cicc in the plan, which cicc writes only as
+    it exits: the compile waits for the slowest architecture (a minute for a CUTLASS kernel at
+    sm_90a) though every cicc writes a stub.  Their stubs differ in nothing but the line
+    marker naming the stub itself (measured on 13.0: other architectures, other stub names;
+    the stub's name reaches no other output of cicc).  So the front starts from the first
+    cicc's stub with its name changed to the last one's, the last cicc writes its stub to a
+    private path, and the back task puts the real stub in place and checks that it is the
+    one the front compiled; when it is not (a kernel that exists for some architectures
+    only), the back runs the host compile as nvcc printed it, on the real stub
+    (:mod:`fast_nvcc.hostsplit`).
+    """
+    tasks = list(dag.tasks)
+    preds = [set(p) for p in dag.preds]
+    succs = [set(s) for s in dag.succs]
+    for front in dag.tasks:
+        if front.action is not Action.HOST_FRONT:
+            continue
+        back = next(t for t in dag.tasks if t.action is Action.HOST_BACK and t.front == front.id)
+        ciccs = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC
+                 and _stub_of(t.argv) is not None]  # fmt: skip
+        stubs = [key for key in front.reads if any(key in t.step.writes for t in ciccs)]
+        if len(stubs) != 1:
+            continue
+        last = next(t for t in ciccs if stubs[0] in t.step.writes)
+        # The same compile's other ciccs: those whose stub names the same .fatbin.c.
+        fatbin_c = _word_after(last.argv, "--include_file_name")
+        first = next((t for t in ciccs if t.id != last.id and fatbin_c is not None
+                      and _word_after(t.argv, "--include_file_name") == fatbin_c), None)  # fmt: skip
+        if first is None:
+            continue
+        if (front.reads & last.step.writes) != {stubs[0]}:
+            continue
+        if sum(stubs[0] in t.reads for t in dag.tasks) != 2:  # the front and the back alone
+            continue
+        last_done = last.speculative_of if last.speculative_of is not None else last.id
+        first_done = first.speculative_of if first.speculative_of is not None else first.id
+        if last_done not in preds[front.id]:
+            continue
+        real, seed = _stub_of(last.argv), _stub_of(first.argv)
+        private = os.path.join(workdir, f"{last.step.index}.stub.c")
+        if not all(_plain_name(name) for name in (real, seed, private)) or real == seed:
+            continue
+        tasks[last.id] = replace(last, argv=_with_stub(last.argv, private))
+        if last.speculative_of is not None:
+            check = tasks[last.speculative_of]
+            tasks[check.id] = replace(check, rerun=_with_stub(check.rerun, private))
+        stub = (real, private, seed)
+        tasks[front.id] = replace(tasks[front.id], stub=stub)
+        tasks[back.id] = replace(tasks[back.id], stub=stub)
+        preds[front.id].discard(last_done)
+        succs[last_done].discard(front.id)
+        preds[front.id].add(first_done)
+        succs[first_done].add(front.id)
+        preds[back.id].add(last_done)
+        succs[last_done].add(back.id)
+    return Dag(tuple(tasks), tuple(frozenset(p) for p in preds), dag.problems)
+
+
+def _stub_of(argv: Sequence[str]) -> str | None:
+    return _word_after(argv, "--stub_file_name")
+
+
+def _word_after(argv: Sequence[str], option: str) -> str | None:
+    try:
+        return argv[argv.index(option) + 1]
+    except (ValueError, IndexError):
+        return None
+
+
+def _with_stub(argv: Sequence[str], path: str) -> tuple[str, ...]:
+    at = argv.index("--stub_file_name") + 1
+    return (*argv[:at], path, *argv[at + 1 :])
+
+
+def _plain_name(name: str | None) -> bool:
+    """A name a line marker spells as it is (no escapes): the stub names itself in one."""
+    return bool(name) and name.isprintable() and '"' not in name and "\\" not in name
 
 
 def _reachable(succs: Sequence[set[int]], start: int) -> set[int]:

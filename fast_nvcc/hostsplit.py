@@ -14,6 +14,10 @@ gcc driver itself splits it (``gcc -###``: cc1plus, then as):
    and N; then the marker line in the assembly becomes the data lines and ``as`` runs exactly as
    the driver would have run it.
 
+With more than one architecture the front also starts before the last cicc
+(:func:`fast_nvcc.graph.early_stubs`): it compiles the first cicc's stub, named as the last
+one's, and the back puts the last cicc's real stub in place and compares the two.
+
 Anything unexpected (no template yet, a template that does not match, a driver whose ``-###``
 is not cc1plus then as, a marker not found once, cc1plus or as failing) makes the back step
 run the host compile exactly as nvcc printed it, with the real ``.fatbin.c`` in place.  The
@@ -208,6 +212,7 @@ class _Front:
     assembly: str
     driver: DriverPlan
     captures: list[tuple[int, str]]
+    stub: bytes | None  # the early stub it compiled, if it started from one
 
 
 def run_front(run: TaskRun, cache=None) -> None:
@@ -222,6 +227,13 @@ def run_front(run: TaskRun, cache=None) -> None:
     if placeholder is None:
         run.finish(0)
         return
+    stub = None
+    if task.stub is not None:
+        stub = _early_stub(run)
+        if stub is None:
+            run.shared[task.id] = "no stub to start from"
+            run.finish(0)
+            return
     write_atomically(task.fatbin[0], placeholder.encode("utf-8", "surrogateescape"))
     assembly = os.path.join(run.workdir, f"host.{task.step.index}.s")
     driver = driver_plan(task.argv, env=run.env, cwd=run.cwd, assembly=assembly)
@@ -231,7 +243,7 @@ def run_front(run: TaskRun, cache=None) -> None:
         return
     replayed = cache.fetch_assembly(run, assembly) if cache is not None else None
     if replayed is not None:
-        run.shared[task.id] = _Front(placeholder, assembly, driver, replayed)
+        run.shared[task.id] = _Front(placeholder, assembly, driver, replayed, stub)
         run.finish(0)
         return
     spawned = run.spawn(driver.cc1, tag="cc1", env=driver.env)
@@ -240,7 +252,7 @@ def run_front(run: TaskRun, cache=None) -> None:
         return
     run.account(spawned)
     if spawned.returncode == 0:
-        run.shared[task.id] = _Front(placeholder, assembly, driver, spawned.captures)
+        run.shared[task.id] = _Front(placeholder, assembly, driver, spawned.captures, stub)
         if cache is not None:
             cache.store_assembly(run, spawned.captures)
     else:
@@ -256,6 +268,10 @@ def run_back(run: TaskRun, cache=None) -> None:
     assert task.fatbin is not None and task.front is not None
     real_path, private = task.fatbin
     front = run.shared.get(task.front)
+    if task.stub is not None:
+        stub = _real_stub(run)
+        if isinstance(front, _Front) and not _stub_holds(front, stub):
+            front = "its stub differs from the first architecture's"
     try:
         real = read_bytes(private).decode("utf-8", "surrogateescape")
     except FileNotFoundError:  # fatbinary made none: nor may the placeholder stay
@@ -297,6 +313,74 @@ def run_back(run: TaskRun, cache=None) -> None:
     run.exec(task.argv)
     if cache is not None:
         cache.store_object(run)
+
+
+def _early_stub(run: TaskRun) -> bytes | None:
+    """Put the first cicc's stub, named as the last one's, where the host compile includes
+    it; return what was written."""
+    real, _, seed = run.task.stub
+    try:
+        text = read_bytes(os.path.join(run.cwd, seed))
+    except FileNotFoundError:
+        return None
+    stub = text.replace(_name(seed), _name(real))
+    write_atomically(os.path.join(run.cwd, real), stub)
+    return stub
+
+
+def _real_stub(run: TaskRun) -> bytes | None:
+    """Put the last cicc's stub where nvcc has it, named as nvcc's plan names it; return it
+    (None, and no stub there, when that cicc wrote none)."""
+    real, private, _ = run.task.stub
+    real_path, private_path = os.path.join(run.cwd, real), os.path.join(run.cwd, private)
+    try:
+        stub = read_bytes(private_path).replace(_name(private), _name(real))
+    except FileNotFoundError:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(real_path)
+        return None
+    write_atomically(real_path, stub)
+    os.remove(private_path)
+    return stub
+
+
+def _stub_holds(front: _Front, stub: bytes | None) -> bool:
+    """Did the front compile what the real stub would have given?  The same bytes; or, when
+    cc1plus printed nothing, the same text up to what cicc's front end numbers or orders as
+    it goes and gcc turns into no code: the register callback's parameter (``__T6849`` for
+    sm_80, ``__T32978`` for sm_90a) and the order of a run of typedefs (a CUTLASS example,
+    CUDA 13.0, 2026-11-23: the objects compiled from the two stubs were identical)."""
+    if stub is None or front.stub is None:
+        return False
+    if front.stub == stub:
+        return True
+    if any(os.path.getsize(path) for _, path in front.captures):
+        return False  # a message might name what differs
+    return _canonical(front.stub) == _canonical(stub)
+
+
+_NUMBERED_PARAMETER = re.compile(rb"\b__T\d+\b")
+
+
+def _canonical(stub: bytes) -> bytes:
+    """``stub`` with its numbered parameters renamed in order of appearance and each run of
+    typedef lines sorted."""
+    names: dict[bytes, bytes] = {}
+    text = _NUMBERED_PARAMETER.sub(lambda m: names.setdefault(m.group(0), b"__T@%d" % len(names)), stub)
+    lines: list[bytes] = []
+    typedefs: list[bytes] = []
+    for line in text.split(b"\n"):
+        if line.startswith(b"typedef ") and line.endswith(b";"):
+            typedefs.append(line)
+            continue
+        lines += sorted(typedefs)
+        typedefs = []
+        lines.append(line)
+    return b"\n".join(lines + sorted(typedefs))
+
+
+def _name(path: str) -> bytes:
+    return path.encode("utf-8", "surrogateescape")
 
 
 def _template(run: TaskRun) -> str | None:

@@ -222,13 +222,22 @@ def test_split_host_compile_starts_before_fatbinary():
     (old_host,) = find(plain, Kind.HOST_COMPILE)
     assert fatbinary.id not in ancestors(dag, front.id)
     assert all(p.step.kind is not Kind.PTXAS for p in map(dag.tasks.__getitem__, ancestors(dag, front.id)))
-    # It still waits for the cicc that writes the stub and for cudafe++.
-    stub_writers = [t for t in find(dag, Kind.CICC, action=Action.EXEC) if t.step.writes & front.reads]
-    assert len(stub_writers) == 1
-    assert {stub_writers[0].id, find(dag, Kind.CUDAFE)[0].id} <= ancestors(dag, front.id)
-    # ... but not for the other archs' cicc.
-    assert len([t for t in find(dag, Kind.CICC, action=Action.EXEC) if t.id in ancestors(dag, front.id)]) == 1
-    assert dag.preds[back.id] == {front.id, fatbinary.id}
+    # It waits for cudafe++ and for the first cicc, whose stub it starts from, not for the
+    # last cicc, which writes the stub nvcc's host compile includes (early_stubs).
+    ciccs = find(dag, Kind.CICC, action=Action.EXEC)
+    (last,) = [t for t in ciccs if t.step.writes & front.reads]
+    assert last.id == max(t.id for t in ciccs)
+    assert find(dag, Kind.CUDAFE)[0].id in ancestors(dag, front.id)
+    assert [t.id for t in ciccs if t.id in ancestors(dag, front.id)] == [ciccs[0].id]
+    # The last cicc writes its stub to a private path, also when its module_id check reruns
+    # it; the back task waits for that check and puts the real stub in place.
+    real_stub, private_stub, seed = front.stub
+    assert back.stub == front.stub and private_stub == "/w/%d.stub.c" % last.step.index
+    assert real_stub in last.step.argv and private_stub in last.argv and real_stub not in last.argv
+    assert seed in ciccs[0].argv and seed != real_stub
+    check = dag.tasks[last.speculative_of]
+    assert private_stub in check.rerun and real_stub not in check.rerun
+    assert dag.preds[back.id] == {front.id, fatbinary.id, check.id}
     assert back.front == front.id and back.order > front.order
     # fatbinary writes the private path; the front puts a placeholder where nvcc's stub looks.
     real, private = front.fatbin
@@ -247,3 +256,28 @@ def test_no_split_where_more_than_the_data_may_differ(flag):
     assert not can_split(argv)
     assert can_split([w for w in argv if w != flag])
     assert can_split(["gcc", "-c", "-g0", "a.cpp"])
+
+
+def _early_stub_dag(name: str) -> Dag:
+    return build_dag(load_plan(name), speculate=True, split_host=True, workdir="/w", exists=exists)
+
+
+@pytest.mark.parametrize("name", names())
+def test_an_early_stub_comes_from_its_own_compile(name):
+    """Plans with several sources (a link, a library): each front starts from a cicc of its
+    own compile (the one whose stub names the same .fatbin.c), never another source's."""
+    dag = _early_stub_dag(name)
+    for front in (t for t in dag.tasks if t.action is Action.HOST_FRONT and t.stub is not None):
+        (seed,) = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC
+                   and t.id in ancestors(dag, front.id)]  # fmt: skip
+        fatbin_c = front.fatbin[0].rsplit("/", 1)[-1]
+        assert front.stub[2] in seed.argv and any(fatbin_c in word for word in seed.argv)
+
+
+def test_early_stubs_need_two_architectures_of_one_compile():
+    def stubs(name):
+        return [t.stub for t in _early_stub_dag(name).tasks if t.action is Action.HOST_FRONT]
+
+    assert stubs("compile_1arch") == [None]
+    assert stubs("link_executable") == [None, None, None]  # two sources and the -dlink stub
+    assert all(stubs("compile_3arch")) and stubs("compile_3arch")

@@ -130,6 +130,63 @@ def test_driver_plan_declines_what_it_cannot_mirror(tmp_path):
     assert hostsplit.driver_plan(["/nonexistent/gcc", "-c", "x.cpp"], env=env, cwd=str(tmp_path), assembly=assembly) is None
 
 
+# A stub as cicc 13.0 writes it for a CUTLASS example (shortened): the sm_80 and sm_90a cicc
+# numbered the register callback's parameter differently and wrote a run of typedefs in
+# another order; nothing else differed.
+STUB = """\
+#include "crt/host_runtime.h"
+typedef int  _Z1AE;
+typedef float  _Z1BE;
+typedef double  _Z1CE;
+static void __device_stub__Z4fillPf(float *);
+void fill(float *__cuda_0) {}
+static void __nv_cudaEntityRegisterCallback(void **__T6849){__nv_dummy_param_ref(__T6849);}
+static void __sti____cudaRegisterAll(void) { __cudaRegisterBinary(__nv_cudaEntityRegisterCallback); }
+"""
+OTHER_ARCH_STUB = STUB.replace("__T6849", "__T32978").replace(
+    "typedef int  _Z1AE;\ntypedef float  _Z1BE;", "typedef float  _Z1BE;\ntypedef int  _Z1AE;"
+)
+RUNTIME = """\
+#define __nv_dummy_param_ref(p) (void)(p)
+static void __cudaRegisterBinary(void (*f)(void **)) { static void *h; f(&h); }
+"""
+
+
+def front_of(stub: str, printed: list[tuple[int, str]] = ()) -> hostsplit._Front:
+    return hostsplit._Front("", "", None, list(printed), stub.encode())
+
+
+def test_a_stub_holds_up_to_what_gcc_makes_no_code_of(tmp_path):
+    assert hostsplit._stub_holds(front_of(STUB), STUB.encode())
+    assert hostsplit._stub_holds(front_of(STUB), OTHER_ARCH_STUB.encode())
+    # Anything else is another stub: a kernel more, other parameters, another order of code.
+    for other in (STUB.replace("fill(float *__cuda_0)", "fill(float *__cuda_1)"),
+                  STUB + "static void __device_stub__Z4morev(void);\n",
+                  STUB.replace("__nv_dummy_param_ref(__T6849)", "__nv_dummy_param_ref(__T1)")):  # fmt: skip
+        assert not hostsplit._stub_holds(front_of(STUB), other.encode())
+    # A message of cc1plus might name what differs: only the same bytes hold then.
+    (tmp_path / "warning.2").write_text("warning: ...")
+    printed = [(2, str(tmp_path / "warning.2"))]
+    assert hostsplit._stub_holds(front_of(STUB, printed), STUB.encode())
+    assert not hostsplit._stub_holds(front_of(STUB, printed), OTHER_ARCH_STUB.encode())
+    assert not hostsplit._stub_holds(front_of(STUB), None)  # the last cicc wrote none
+
+
+@pytest.mark.skipif(GCC is None, reason="needs gcc")
+@pytest.mark.parametrize("flags", [["-O3"], ["-O2", "-fPIC", "-Wall", "-Wextra"]])
+def test_stubs_that_hold_give_gcc_the_same_object(tmp_path, flags):
+    """What _stub_holds lets pass makes no difference to gcc's object."""
+    objects = []
+    for number, stub in enumerate((STUB, OTHER_ARCH_STUB)):
+        (tmp_path / "crt").mkdir(exist_ok=True)
+        (tmp_path / "crt" / "host_runtime.h").write_text(RUNTIME)
+        (tmp_path / "x.stub.c").write_text(stub)
+        (tmp_path / "x.cpp").write_text('#include "x.stub.c"\n')
+        subprocess.run([GCC, "-c", "-x", "c++", "-I.", *flags, "x.cpp", "-o", f"x{number}.o"], cwd=tmp_path, check=True)
+        objects.append((tmp_path / f"x{number}.o").read_bytes())
+    assert objects[0] == objects[1]
+
+
 # -- whole compiles against nvcc ----------------------------------------------------------------
 
 I = "-Iinclude"
@@ -202,3 +259,23 @@ def test_split_that_cannot_hold_compiles_as_printed(nvcc, sources, tmp_path):
     result = compare(nvcc, args + ["-g"], cwd=sources, env=env, options=["--table", str(tmp_path / "c.csv")])
     assert_same(result, host_debug_info=True, scratch=tmp_path)
     assert "cc1plus" not in tools_in(tmp_path / "c.csv")
+
+
+@pytest.mark.nvcc
+def test_a_stub_that_differs_between_architectures_compiles_as_printed(nvcc, sources, tmp_path):
+    """The front starts from the first cicc's stub; for a kernel that exists for sm_90 only the
+    last cicc's stub has more, and the back compiles as nvcc printed, with the real stub."""
+    env = {"FAST_NVCC_CACHE_DIR": str(tmp_path / "state")}
+    gencode = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
+    learn = run_tool(fast_nvcc_command(nvcc, ["-c", "warning.cu", *gencode]), cwd=sources, tmpdir=tmp_path / "t", env=env)
+    assert learn.returncode == 0, learn.stderr
+    for name in learn.files:
+        (sources / name).unlink()
+    result = compare(nvcc, ["-c", "arch_stub.cu", *gencode], cwd=sources, env=env,
+                     options=["--table", str(tmp_path / "t.csv")])  # fmt: skip
+    assert_same(result)
+    tools = tools_in(tmp_path / "t.csv")
+    assert "cc1plus" in tools and "gcc -c" in tools and "as" not in tools, " ".join(tools)
+    verbose = run_tool(fast_nvcc_command(nvcc, ["-c", "arch_stub.cu", *gencode], ["-v"]), cwd=sources,
+                       tmpdir=tmp_path / "t", env=env)  # fmt: skip
+    assert b"host compile run as printed: its stub differs from the first architecture's" in verbose.stderr
