@@ -70,10 +70,13 @@ class Task:
     fatbin: tuple[str, str] | None = None
     fatbinary: tuple[str, ...] = ()
     front: int | None = None
+    # Predecessors of which one suffices (a subset of the task's preds): the front of an early
+    # stub may start once any cicc of its compile is done.
+    any_of: frozenset[int] = frozenset()
     # HOST_FRONT/HOST_BACK with an early stub (:func:`early_stubs`): the stub path nvcc's last
     # cicc writes and the host compile includes, the private path that cicc writes instead,
-    # and the stub of the cicc the front starts from.
-    stub: tuple[str, str, str] | None = None
+    # and per cicc of the compile the task whose end makes its stub final and the stub's path.
+    stub: tuple[str, str, tuple[tuple[int, str], ...]] | None = None
 
     @property
     def label(self) -> str:
@@ -278,17 +281,17 @@ def split_host_compiles(dag: Dag, paths: Mapping[str, str], *, workdir: str) -> 
 
 
 def early_stubs(dag: Dag, *, workdir: str) -> Dag:
-    """Start each split host compile's cc1plus after the first cicc, not the last.
+    """Start each split host compile's cc1plus after whichever cicc ends first, not the last.
 
     The host compile includes the stub of the last cicc in the plan, which cicc writes only as
-    it exits: the compile waits for the slowest architecture (a minute for a CUTLASS kernel at
-    sm_90a) though every cicc writes a stub.  Their stubs differ in nothing but the line
-    marker naming the stub itself (measured on 13.0: other architectures, other stub names;
-    the stub's name reaches no other output of cicc).  So the front starts from the first
-    cicc's stub with its name changed to the last one's, the last cicc writes its stub to a
-    private path, and the back task puts the real stub in place and checks that it is the
-    one the front compiled; when it is not (a kernel that exists for some architectures
-    only), the back runs the host compile as nvcc printed it, on the real stub
+    it exits: the compile waits for that architecture (a minute for a CUTLASS kernel at
+    sm_90a) though every cicc writes a stub.  Their stubs differ only in what gcc makes no
+    code of (:func:`fast_nvcc.hostsplit._stub_holds`; the stub's name reaches no other output
+    of cicc).  So the last cicc writes its stub to a private path, the front waits for any one
+    cicc of its compile (``any_of``: the first to end, whichever the schedule ran first) and
+    compiles that cicc's stub under the last one's name, and the back puts the real stub in
+    place and checks that it holds; when it does not (a kernel that exists for some
+    architectures only), the back runs the host compile as nvcc printed it, on the real stub
     (:mod:`fast_nvcc.hostsplit`).
     """
     tasks = list(dag.tasks)
@@ -306,36 +309,43 @@ def early_stubs(dag: Dag, *, workdir: str) -> Dag:
         last = next(t for t in ciccs if stubs[0] in t.step.writes)
         # The same compile's other ciccs: those whose stub names the same .fatbin.c.
         fatbin_c = _word_after(last.argv, "--include_file_name")
-        first = next((t for t in ciccs if t.id != last.id and fatbin_c is not None
-                      and _word_after(t.argv, "--include_file_name") == fatbin_c), None)  # fmt: skip
-        if first is None:
+        others = [t for t in ciccs if t.id != last.id and fatbin_c is not None
+                  and _word_after(t.argv, "--include_file_name") == fatbin_c]  # fmt: skip
+        if not others:
             continue
         if (front.reads & last.step.writes) != {stubs[0]}:
             continue
         if sum(stubs[0] in t.reads for t in dag.tasks) != 2:  # the front and the back alone
             continue
-        last_done = last.speculative_of if last.speculative_of is not None else last.id
-        first_done = first.speculative_of if first.speculative_of is not None else first.id
+        last_done = _done(last)
         if last_done not in preds[front.id]:
             continue
-        real, seed = _stub_of(last.argv), _stub_of(first.argv)
+        real = _stub_of(last.argv)
         private = os.path.join(workdir, f"{last.step.index}.stub.c")
-        if not all(_plain_name(name) for name in (real, seed, private)) or real == seed:
+        seeds = tuple(sorted((_done(t), _stub_of(t.argv)) for t in others)) + ((last_done, private),)
+        if not all(_plain_name(name) for name in (real, *(path for _, path in seeds))):
+            continue
+        if len({real, *(path for _, path in seeds)}) != len(seeds) + 1:
             continue
         tasks[last.id] = replace(last, argv=_with_stub(last.argv, private))
         if last.speculative_of is not None:
             check = tasks[last.speculative_of]
             tasks[check.id] = replace(check, rerun=_with_stub(check.rerun, private))
-        stub = (real, private, seed)
-        tasks[front.id] = replace(tasks[front.id], stub=stub)
+        stub = (real, private, seeds)
+        group = frozenset(done for done, _ in seeds)
+        tasks[front.id] = replace(tasks[front.id], stub=stub, any_of=group)
         tasks[back.id] = replace(tasks[back.id], stub=stub)
-        preds[front.id].discard(last_done)
-        succs[last_done].discard(front.id)
-        preds[front.id].add(first_done)
-        succs[first_done].add(front.id)
+        for done in group:
+            preds[front.id].add(done)
+            succs[done].add(front.id)
         preds[back.id].add(last_done)
         succs[last_done].add(back.id)
     return Dag(tuple(tasks), tuple(frozenset(p) for p in preds), dag.problems)
+
+
+def _done(task: Task) -> int:
+    """The task whose end makes a cicc's outputs final: its module_id check, if speculative."""
+    return task.speculative_of if task.speculative_of is not None else task.id
 
 
 def _stub_of(argv: Sequence[str]) -> str | None:
@@ -410,6 +420,8 @@ def critical_path(dag: Dag, durations: Sequence[float]) -> list[int]:
     """
     if not dag.tasks:
         return []
+    if any(task.any_of for task in dag.tasks):
+        return _earliest_finish_path(dag, durations)
     remaining = priorities(dag, durations)
     succs = dag.succs
     node = max(range(len(dag.tasks)), key=lambda n: (remaining[n], -n))
@@ -418,6 +430,26 @@ def critical_path(dag: Dag, durations: Sequence[float]) -> list[int]:
         node = max(succs[node], key=lambda n: (remaining[n], -n))
         path.append(node)
     return path
+
+
+def _earliest_finish_path(dag: Dag, durations: Sequence[float]) -> list[int]:
+    """The critical path where a task may wait for only one of a group of predecessors (the
+    one that ends first): each task starts when its last needed predecessor ends."""
+    finish = [0.0] * len(dag.tasks)
+    via: list[int | None] = [None] * len(dag.tasks)
+    for node in topological_order(dag):
+        task = dag.tasks[node]
+        needed = [p for p in dag.preds[node] if p not in task.any_of]
+        if task.any_of:
+            needed.append(min(task.any_of, key=lambda p: (finish[p], p)))
+        start, via[node] = max(((finish[p], p) for p in needed), default=(0.0, None))
+        finish[node] = start + durations[node]
+    node = max(range(len(dag.tasks)), key=lambda n: (finish[n], -n))
+    path = [node]
+    while via[node] is not None:
+        node = via[node]
+        path.append(node)
+    return path[::-1]
 
 
 def to_networkx(dag: Dag):

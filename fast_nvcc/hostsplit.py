@@ -15,8 +15,8 @@ gcc driver itself splits it (``gcc -###``: cc1plus, then as):
    the driver would have run it.
 
 With more than one architecture the front also starts before the last cicc
-(:func:`fast_nvcc.graph.early_stubs`): it compiles the first cicc's stub, named as the last
-one's, and the back puts the last cicc's real stub in place and compares the two.
+(:func:`fast_nvcc.graph.early_stubs`): it compiles the stub of whichever cicc ended first,
+named as the last one's, and the back puts the last cicc's real stub in place and compares.
 
 Anything unexpected (no template yet, a template that does not match, a driver whose ``-###``
 is not cc1plus then as, a marker not found once, cc1plus or as failing) makes the back step
@@ -271,7 +271,7 @@ def run_back(run: TaskRun, cache=None) -> None:
     if task.stub is not None:
         stub = _real_stub(run)
         if isinstance(front, _Front) and not _stub_holds(front, stub):
-            front = "its stub differs from the first architecture's"
+            front = "its stub differs from the one it started from"
     try:
         real = read_bytes(private).decode("utf-8", "surrogateescape")
     except FileNotFoundError:  # fatbinary made none: nor may the placeholder stay
@@ -316,9 +316,12 @@ def run_back(run: TaskRun, cache=None) -> None:
 
 
 def _early_stub(run: TaskRun) -> bytes | None:
-    """Put the first cicc's stub, named as the last one's, where the host compile includes
-    it; return what was written."""
-    real, _, seed = run.task.stub
+    """Put the stub of a cicc that has ended, named as the last one's, where the host compile
+    includes it; return what was written."""
+    real, _, seeds = run.task.stub
+    seed = next((path for done, path in seeds if run.done(done)), None)
+    if seed is None:
+        return None
     try:
         text = read_bytes(os.path.join(run.cwd, seed))
     except FileNotFoundError:

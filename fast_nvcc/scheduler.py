@@ -153,6 +153,10 @@ class TaskRun:
     def env(self) -> Mapping[str, str]:
         return self.runner.env
 
+    def done(self, task_id: int) -> bool:
+        """Has task ``task_id`` of this run ended well?"""
+        return self.runner.records[task_id].state is State.DONE
+
     @property
     def cwd(self) -> str:
         return self.runner.cwd
@@ -331,7 +335,9 @@ class Runner:
         self._started_at = time.time()
         tasks = self.dag.tasks
         succs = self.dag.succs
-        waiting = [len(p) for p in self.dag.preds]
+        # A task with an any_of group waits for its other predecessors and one of the group.
+        waiting = [len(p - t.any_of) + bool(t.any_of) for t, p in zip(tasks, self.dag.preds)]
+        settled: set[int] = set()  # tasks whose any_of group is done
         ready: list[tuple[float, tuple[int, int], int]] = []
         for task in tasks:
             if not waiting[task.id]:
@@ -391,6 +397,10 @@ class Runner:
                         left -= self.work[task_id]
                         self.slots.left(left * self._scale)
                     for succ in succs[task_id]:
+                        if task_id in tasks[succ].any_of:
+                            if succ in settled:
+                                continue
+                            settled.add(succ)
                         waiting[succ] -= 1
                         if not waiting[succ]:
                             self._make_ready(ready, tasks[succ])

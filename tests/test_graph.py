@@ -182,6 +182,23 @@ def test_priorities_and_critical_path_on_a_diamond():
     assert critical_path(dag, costs) == [0, 1, 3]
 
 
+def test_critical_path_takes_the_first_of_an_any_of_group():
+    """A task that waits for one of two predecessors starts when the earlier one ends: the
+    critical path runs through that one, unless a regular predecessor ends later."""
+    from dataclasses import replace
+
+    tasks = list(sequential_dag(load_plan("compile_3arch")).tasks[:5])
+    tasks[3] = replace(tasks[3], any_of=frozenset({1, 2}))
+    preds = (frozenset(), frozenset({0}), frozenset({0}), frozenset({1, 2, 4}), frozenset())
+    dag = Dag(tuple(tasks), preds)
+    # 3 starts when 2 ends (1 + 2 s), not 1 (1 + 5 s): 0-2-3 ends at 7 s, 0-1 at 6 s.
+    assert critical_path(dag, [1.0, 5.0, 2.0, 4.0, 1.0]) == [0, 2, 3]
+    # A regular predecessor that ends later (4: 3.5 s) decides 3's start instead.
+    assert critical_path(dag, [1.0, 5.0, 2.0, 4.0, 3.5]) == [4, 3]
+    # With 3 short, the path ends in 1.
+    assert critical_path(dag, [1.0, 5.0, 2.0, 1.0, 1.0]) == [0, 1]
+
+
 def test_cycle_is_detected():
     tasks = sequential_dag(load_plan("compile_1arch")).tasks[:2]
     dag = Dag(tasks, (frozenset({1}), frozenset({0})))
@@ -222,19 +239,22 @@ def test_split_host_compile_starts_before_fatbinary():
     (old_host,) = find(plain, Kind.HOST_COMPILE)
     assert fatbinary.id not in ancestors(dag, front.id)
     assert all(p.step.kind is not Kind.PTXAS for p in map(dag.tasks.__getitem__, ancestors(dag, front.id)))
-    # It waits for cudafe++ and for the first cicc, whose stub it starts from, not for the
-    # last cicc, which writes the stub nvcc's host compile includes (early_stubs).
+    # It waits for cudafe++ and for any one cicc of its compile (each one's module_id check),
+    # whose stub it starts from; the last cicc writes the stub nvcc's host compile includes
+    # (early_stubs).
     ciccs = find(dag, Kind.CICC, action=Action.EXEC)
     (last,) = [t for t in ciccs if t.step.writes & front.reads]
     assert last.id == max(t.id for t in ciccs)
     assert find(dag, Kind.CUDAFE)[0].id in ancestors(dag, front.id)
-    assert [t.id for t in ciccs if t.id in ancestors(dag, front.id)] == [ciccs[0].id]
+    checks = {t.speculative_of for t in ciccs}
+    assert front.any_of == checks and checks <= dag.preds[front.id]
     # The last cicc writes its stub to a private path, also when its module_id check reruns
     # it; the back task waits for that check and puts the real stub in place.
-    real_stub, private_stub, seed = front.stub
+    real_stub, private_stub, seeds = front.stub
     assert back.stub == front.stub and private_stub == "/w/%d.stub.c" % last.step.index
     assert real_stub in last.step.argv and private_stub in last.argv and real_stub not in last.argv
-    assert seed in ciccs[0].argv and seed != real_stub
+    assert dict(seeds) == {t.speculative_of: (private_stub if t is last else t.argv[t.argv.index("--stub_file_name") + 1])
+                           for t in ciccs}  # fmt: skip
     check = dag.tasks[last.speculative_of]
     assert private_stub in check.rerun and real_stub not in check.rerun
     assert dag.preds[back.id] == {front.id, fatbinary.id, check.id}
@@ -268,10 +288,11 @@ def test_an_early_stub_comes_from_its_own_compile(name):
     own compile (the one whose stub names the same .fatbin.c), never another source's."""
     dag = _early_stub_dag(name)
     for front in (t for t in dag.tasks if t.action is Action.HOST_FRONT and t.stub is not None):
-        (seed,) = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC
-                   and t.id in ancestors(dag, front.id)]  # fmt: skip
         fatbin_c = front.fatbin[0].rsplit("/", 1)[-1]
-        assert front.stub[2] in seed.argv and any(fatbin_c in word for word in seed.argv)
+        for done, path in front.stub[2]:
+            (cicc,) = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC
+                       and (t.id == done or t.speculative_of == done)]  # fmt: skip
+            assert path in cicc.argv and any(fatbin_c in word for word in cicc.argv)
 
 
 def test_early_stubs_need_two_architectures_of_one_compile():

@@ -221,6 +221,19 @@ def test_a_missing_file_of_our_own_is_not_a_missing_tool(tmp_path):
     assert err.count(b"\n") == 1 and b"not found" not in err
 
 
+def test_a_task_waits_for_one_of_its_any_of_group(tmp_path):
+    """The early stub's front starts once any cicc of its compile is done: here the group's
+    other member waits for a file the task makes, and would fail after 10 s without it."""
+    from dataclasses import replace
+
+    flag = tmp_path / "go"
+    waits = sh_task(1, f"i=0; while [ ! -e {flag} ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; test -e {flag}")
+    then = replace(sh_task(2, f"touch {flag}"), any_of=frozenset({0, 1}))
+    result, _, _ = run([sh_task(0, "true"), waits, then], [set(), set(), {0, 1}], jobs=3, tmp_path=tmp_path)
+    assert result.returncode == 0 and [r.state for r in result.records] == [State.DONE] * 3
+    assert result.records[2].end <= result.records[1].end
+
+
 def test_resource_usage_is_recorded(tmp_path):
     result, _, _ = run([sh_task(0, "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done")], tmp_path=tmp_path)
     (record,) = result.records
