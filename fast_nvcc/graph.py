@@ -297,12 +297,12 @@ def early_stubs(dag: Dag, *, workdir: str) -> Dag:
     tasks = list(dag.tasks)
     preds = [set(p) for p in dag.preds]
     succs = [set(s) for s in dag.succs]
+    ciccs = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC
+             and _stub_of(t.argv) is not None]  # fmt: skip
     for front in dag.tasks:
         if front.action is not Action.HOST_FRONT:
             continue
         back = next(t for t in dag.tasks if t.action is Action.HOST_BACK and t.front == front.id)
-        ciccs = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC
-                 and _stub_of(t.argv) is not None]  # fmt: skip
         stubs = [key for key in front.reads if any(key in t.step.writes for t in ciccs)]
         if len(stubs) != 1:
             continue
