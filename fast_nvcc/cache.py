@@ -350,6 +350,13 @@ class KeyMaker:
         if policy is None or task.action not in (Action.EXEC, Action.HOST_FRONT, Action.HOST_BACK) or not task.argv:
             return None
         argv = list(task.argv)
+        # A stub cicc writes to a private path (graph.early_stubs) is keyed as the one nvcc
+        # names, so the entry serves the cicc whether or not the host compile is split.
+        private_stub = _private_stub(task)
+        if private_stub is not None and private_stub[1] in temp_mentions(task.step.argv):
+            argv[argv.index(private_stub[0])] = private_stub[1]
+        else:
+            private_stub = None
         mentions = temp_mentions(argv)
         mentions += [w for w in argv if w.startswith(self.workdir) and w not in mentions]  # the private module_id
         names: list[tuple[bytes, bytes]] = []
@@ -360,12 +367,14 @@ class KeyMaker:
                 base = os.path.basename(path)
                 if base != path:
                     replacements.append((base, f"@@FNB{number}@@"))
+            if private_stub is not None:  # the stub names itself: hidden as nvcc's name is
+                replacements.append((private_stub[0], f"@@FNT{mentions.index(private_stub[1])}@@"))
             replacements.sort(key=lambda r: len(r[0]), reverse=True)
             names = [(old.encode(), new.encode()) for old, new in replacements]
             normal_argv = [_replace_all(word, replacements) for word in argv[1:]]
         else:
             normal_argv = [_normal(word) for word in argv[1:]]
-        outputs = [os.path.join(self.cwd, p) for p in output_paths(task.step.kind, argv)]
+        outputs = [os.path.join(self.cwd, p) for p in output_paths(task.step.kind, task.argv)]
         cwd: str | None = None if task.step.kind is Kind.PTXAS else self.cwd
         if task.step.kind is Kind.HOST_COMPILE and not name_reaches_object(argv):
             normal_argv = _without_output_name(normal_argv)
@@ -401,6 +410,17 @@ class KeyMaker:
             text=task.step.kind.value in TEXT_KINDS,
             combined=combined_output,
         )
+
+
+def _private_stub(task: Task) -> tuple[str, str] | None:
+    """(the stub path this cicc writes, the one nvcc's plan names) where the two differ."""
+    from .plan import Kind
+
+    if task.step.kind is not Kind.CICC or "--stub_file_name" not in task.argv or "--stub_file_name" not in task.step.argv:
+        return None
+    ours = task.argv[task.argv.index("--stub_file_name") + 1]
+    nvccs = task.step.argv[task.step.argv.index("--stub_file_name") + 1]
+    return (ours, nvccs) if ours != nvccs else None
 
 
 def name_reaches_object(argv: Sequence[str]) -> bool:
