@@ -414,13 +414,13 @@ class KeyMaker:
 
 def _private_stub(task: Task) -> tuple[str, str] | None:
     """(the stub path this cicc writes, the one nvcc's plan names) where the two differ."""
+    from .graph import stub_path
     from .plan import Kind
 
-    if task.step.kind is not Kind.CICC or "--stub_file_name" not in task.argv or "--stub_file_name" not in task.step.argv:
+    if task.step.kind is not Kind.CICC:
         return None
-    ours = task.argv[task.argv.index("--stub_file_name") + 1]
-    nvccs = task.step.argv[task.step.argv.index("--stub_file_name") + 1]
-    return (ours, nvccs) if ours != nvccs else None
+    ours, nvccs = stub_path(task.argv), stub_path(task.step.argv)
+    return (ours, nvccs) if ours and nvccs and ours != nvccs else None
 
 
 def name_reaches_object(argv: Sequence[str]) -> bool:

@@ -298,7 +298,7 @@ def early_stubs(dag: Dag, *, workdir: str) -> Dag:
     preds = [set(p) for p in dag.preds]
     succs = [set(s) for s in dag.succs]
     ciccs = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC
-             and _stub_of(t.argv) is not None]  # fmt: skip
+             and stub_path(t.argv) is not None]  # fmt: skip
     for front in dag.tasks:
         if front.action is not Action.HOST_FRONT:
             continue
@@ -320,9 +320,9 @@ def early_stubs(dag: Dag, *, workdir: str) -> Dag:
         last_done = _done(last)
         if last_done not in preds[front.id]:
             continue
-        real = _stub_of(last.argv)
+        real = stub_path(last.argv)
         private = os.path.join(workdir, f"{last.step.index}.stub.c")
-        seeds = tuple(sorted((_done(t), _stub_of(t.argv)) for t in others)) + ((last_done, private),)
+        seeds = tuple(sorted((_done(t), stub_path(t.argv)) for t in others)) + ((last_done, private),)
         if not all(_plain_name(name) for name in (real, *(path for _, path in seeds))):
             continue
         if len({real, *(path for _, path in seeds)}) != len(seeds) + 1:
@@ -348,7 +348,8 @@ def _done(task: Task) -> int:
     return task.speculative_of if task.speculative_of is not None else task.id
 
 
-def _stub_of(argv: Sequence[str]) -> str | None:
+def stub_path(argv: Sequence[str]) -> str | None:
+    """The stub a cicc command writes (its ``--stub_file_name``), if it names one."""
     return _word_after(argv, "--stub_file_name")
 
 
