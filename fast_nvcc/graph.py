@@ -223,6 +223,29 @@ def speculate_module_ids(dag: Dag, *, workdir: str) -> Dag:
     return Dag(tuple(tasks), tuple(frozenset(p) for p in preds), dag.problems)
 
 
+# Host options under which more than the marker's line of the assembly may depend on the
+# .fatbin.c (debug info describes fatbinData[N]), or under which cc1plus/as are not simply
+# run one after the other (LTO, -pipe, -save-temps, a -S or -E compile).
+# Dumps and listings that would show the placeholder are out too.
+_UNSAFE_PREFIXES = (
+    "-g", "-flto", "-save-temps", "--save-temps", "-pipe", "-S", "-E", "-fsyntax-only",
+    "-fdump", "-aux-info", "--coverage", "-fprofile", "-ftest-coverage", "-fcallgraph-info",
+    "-fopt-info", "-fplugin",
+)  # fmt: skip
+
+
+def can_split(argv: Sequence[str]) -> bool:
+    """May this host compile (gcc -c) be split? Only for plain gcc-style compiles."""
+    if "-c" not in argv:
+        return False
+    for word in argv[1:]:
+        if word == "-g0":
+            continue
+        if word.startswith(_UNSAFE_PREFIXES) or word.startswith("-Wa,") and "-g" in word:
+            return False
+    return True
+
+
 def split_host_compiles(dag: Dag, paths: Mapping[str, str], *, workdir: str) -> Dag:
     """Run each host compile's cc1plus before fatbinary has written the ``.fatbin.c``.
 
@@ -231,8 +254,6 @@ def split_host_compiles(dag: Dag, paths: Mapping[str, str], *, workdir: str) -> 
     assembly with the real data put in), which waits for the front and for fatbinary, now
     writing to a private path; see :mod:`fast_nvcc.hostsplit`.
     """
-    from .hostsplit import can_split
-
     tasks = list(dag.tasks)
     preds = [set(p) for p in dag.preds]
     succs = [set(s) for s in dag.succs]

@@ -49,29 +49,6 @@ _DATA_BLOCK = re.compile(r'^(?:"\.quad (?:0x[0-9a-f]{16}, ?)*0x[0-9a-f]{16}\\n"\
 _SIZE = re.compile(r"fatbinData\[\d+\]")
 _ASSIGNMENT = re.compile(r"([A-Z_][A-Z0-9_]*)=(.*)")
 
-# Host options under which more than the marker's line of the assembly may depend on the
-# .fatbin.c (debug info describes fatbinData[N]), or under which cc1plus/as are not simply
-# run one after the other (LTO, -pipe, -save-temps, a -S or -E compile).
-# Dumps and listings that would show the placeholder are out too.
-_UNSAFE_PREFIXES = (
-    "-g", "-flto", "-save-temps", "--save-temps", "-pipe", "-S", "-E", "-fsyntax-only",
-    "-fdump", "-aux-info", "--coverage", "-fprofile", "-ftest-coverage", "-fcallgraph-info",
-    "-fopt-info", "-fplugin",
-)  # fmt: skip
-
-
-def can_split(argv: Sequence[str]) -> bool:
-    """May this host compile (gcc -c) be split? Only for plain gcc-style compiles."""
-    if "-c" not in argv:
-        return False
-    for word in argv[1:]:
-        if word == "-g0":
-            continue
-        if word.startswith(_UNSAFE_PREFIXES) or word.startswith("-Wa,") and "-g" in word:
-            return False
-    return True
-
-
 def template_path(directory: str, fatbinary_argv: Sequence[str], *, path: str | None) -> str | None:
     """Where the placeholder learned for this fatbinary (binary and option names) lives;
     ``path`` is the plan's PATH, which finds the tool."""

@@ -115,7 +115,7 @@ def watch(workdir: str) -> None:
 
 
 def _kill_groups(groups: set[int]) -> None:
-    from .scheduler import wait_for_group
+    from .process_groups import wait_for_group  # here: the watchdog starts lean (see _BOOT)
 
     for pgid in groups:
         try:

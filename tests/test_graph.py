@@ -270,7 +270,7 @@ def test_split_host_compile_starts_before_fatbinary():
 
 @pytest.mark.parametrize("flag", ["-g", "-ggdb3", "-flto", "-save-temps", "-pipe", "-fdump-tree-all"])
 def test_no_split_where_more_than_the_data_may_differ(flag):
-    from fast_nvcc.hostsplit import can_split
+    from fast_nvcc.graph import can_split
 
     argv = ["gcc", "-c", "-x", "c++", flag, "a.cudafe1.cpp", "-o", "a.o"]
     assert not can_split(argv)

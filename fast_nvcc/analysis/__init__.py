@@ -25,6 +25,7 @@ is plain loops over tuples, so a log of 100k entries takes about a second.
 
 from __future__ import annotations
 
+from .bound import wall_bound
 from .cli import FORMATS, PROG, Options, build_parser, main, parse_options, run
 from .load import load_build
 from .model import (
@@ -35,7 +36,6 @@ from .model import (
     nice_interval,
     sample_profile,
     sum_phases,
-    wall_bound,
 )
 from .plot import PLOT_FORMATS, check_plot_path, concurrency_steps, write_plot
 from .readers import (

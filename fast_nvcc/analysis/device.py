@@ -4,17 +4,25 @@ Sums the per-tool costs that ``load.py`` attached to each compile: templates by 
 instantiation time (time, instantiations, compiles), headers by total time (a header costs each
 compile that includes it), the functions that cost the most to optimise and to generate code
 for per architecture, and each compile's front-end / optimiser / code-generation split.  And the
-template what-if on the bound of ``model.py``.
+template what-if on the bound of ``bound.py``.
 """
 
 from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from .model import wall_bound
-from .records import Bound, Build, Job
+from .bound import wall_bound
+from .records import (
+    Build,
+    CompileSplit,
+    DeviceCosts,
+    FunctionCost,
+    HeaderCost,
+    Job,
+    TemplateCost,
+    TemplateWhatIf,
+)
 
 DEVICE_TOOLS = frozenset({"cicc", "ptxas"})
 
@@ -22,62 +30,6 @@ DEVICE_TOOLS = frozenset({"cicc", "ptxas"})
 def side_of(tool: str) -> str:
     """'device' for cicc and ptxas, 'host' for the host compiler's own trace (clang)."""
     return "device" if tool in DEVICE_TOOLS else "host"
-
-
-@dataclass(frozen=True, slots=True)
-class TemplateCost:
-    side: str  # device (cicc) or host (clang -ftime-trace)
-    name: str
-    seconds: float
-    instantiations: int
-    compiles: int
-
-
-@dataclass(frozen=True, slots=True)
-class HeaderCost:
-    side: str
-    name: str
-    seconds: float
-    compiles: int
-
-
-@dataclass(frozen=True, slots=True)
-class FunctionCost:
-    phase: str  # "optimize" or "codegen"
-    tool: str
-    arch: str | None
-    name: str
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class CompileSplit:
-    job: str
-    arch: str | None
-    front_end: float
-    optimizer: float
-    codegen: float
-    ptxas: float
-
-
-@dataclass(frozen=True, slots=True)
-class TemplateWhatIf:
-    pattern: str
-    matched: tuple[str, ...]  # template names
-    seconds: float  # instantiation time taken out of the build
-    jobs: int  # compiles that instantiate them
-    job_seconds: float
-    bound: Bound
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceCosts:
-    compiles: int
-    templates: tuple[TemplateCost, ...]  # all, costliest first
-    headers: tuple[HeaderCost, ...]
-    functions: tuple[FunctionCost, ...]
-    splits: tuple[CompileSplit, ...]
-    what_if: tuple[TemplateWhatIf, ...] = ()
 
 
 def sum_device_costs(build: Build, *, slots: int, what_if: Sequence[str] = ()) -> DeviceCosts | None:

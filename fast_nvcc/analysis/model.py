@@ -11,12 +11,13 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+from .bound import wall_bound
+from .device import sum_device_costs
 from .waiting import measure_waiting
 from .records import (
     BOOKKEEPING_TOOLS,
     Analysis,
     AnalysisError,
-    Bound,
     Build,
     CompileRecord,
     Job,
@@ -49,8 +50,6 @@ def analyze(
     step = interval or nice_interval(wall)
     if wall / step > 100_000:
         raise AnalysisError(f"--interval {step:g} gives {wall / step:.0f} rows; take a larger one")
-    from .device import sum_device_costs
-
     device = sum_device_costs(build, slots=used_slots, what_if=what_if_templates)
     if what_if_templates and device is None:
         raise AnalysisError(
@@ -80,16 +79,6 @@ def analyze(
         device=device,
         top=top,
     )
-
-
-def wall_bound(durations: Sequence[float], *, slots: int) -> Bound:
-    """Independent jobs of these durations on ``slots`` slots: no schedule finishes before
-    ``lower``, and list scheduling (start any waiting job when a slot frees) finishes by
-    ``upper`` (Graham 1966).  Dependencies only raise the floor, which stays a floor."""
-    if not durations:
-        return Bound(0.0, 0.0)
-    total, longest = sum(durations), max(durations)
-    return Bound(max(longest, total / slots), (total - longest) / slots + longest)
 
 
 def max_concurrency(starts: Sequence[float], ends: Sequence[float]) -> int:

@@ -4,10 +4,6 @@ analysis; and the one error the analysis raises."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .device import DeviceCosts
 
 from ..errors import FastNvccError
 
@@ -188,6 +184,65 @@ class Waiting:
     worst_first_step: tuple[float, str]  # (seconds, output)
     starved: tuple[tuple[float, str], ...]  # waited for a first step while another ran two or more
     over_pool: tuple[tuple[str, OverPool], ...] = ()  # ("first" | "drain", its steps)
+
+
+# The device side of the build (--device-trace), summed by device.py.
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateCost:
+    side: str  # device (cicc) or host (clang -ftime-trace)
+    name: str
+    seconds: float
+    instantiations: int
+    compiles: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderCost:
+    side: str
+    name: str
+    seconds: float
+    compiles: int
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCost:
+    phase: str  # "optimize" or "codegen"
+    tool: str
+    arch: str | None
+    name: str
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class CompileSplit:
+    job: str
+    arch: str | None
+    front_end: float
+    optimizer: float
+    codegen: float
+    ptxas: float
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateWhatIf:
+    pattern: str
+    matched: tuple[str, ...]  # template names
+    seconds: float  # instantiation time taken out of the build
+    jobs: int  # compiles that instantiate them
+    job_seconds: float
+    bound: Bound
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCosts:
+    compiles: int
+    templates: tuple[TemplateCost, ...]  # all, costliest first
+    headers: tuple[HeaderCost, ...]
+    functions: tuple[FunctionCost, ...]
+    splits: tuple[CompileSplit, ...]
+    what_if: tuple[TemplateWhatIf, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
