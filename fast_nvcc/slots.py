@@ -18,20 +18,16 @@ a killed compile never loses a slot nor leaves a claim.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import itertools
 import os
-import random
 import re
 import stat
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .buildtool import Saturation
+from .pool_files import Claim, RequestBoard, SlotLocks, WorkLeft, live
 
 _AUTH = re.compile(r"--jobserver-(?:auth|fds)=(\S+)")
 
@@ -135,7 +131,8 @@ class JobserverSlots(Slots):
 class PoolSlots(Slots):
     """The machine-wide pool, shared by every fast_nvcc process of the user: ``size`` lock
     files (a slot is an ``flock`` on one), a board of ranked requests, and markers of what the
-    slots are used for.
+    slots are used for.  This class holds the rules; the files they read and write are
+    :mod:`.pool_files`'s.
 
     * **A compile's first step never waits for another compile's extra steps.**  When no slot
       is free it may run *over* the pool, as long as fewer compiles run over it than there are
@@ -168,116 +165,69 @@ class PoolSlots(Slots):
     def __init__(self, directory: str, size: int, *, saturated: Callable[[], bool] | None = None) -> None:
         super().__init__()
         self.directory = directory
-        self.board = os.path.join(directory, "requests")
         self.marks = os.path.join(directory, "marks")
-        self.work = os.path.join(directory, "work")
         self.size = max(1, size)
         # At most a fifth more commands than cores: 3 on 16 cores, none below 5 cores, where a
         # full ninja usually holds nothing back and over-subscribing costs more (2 cores,
         # 2 CUTLASS compiles at -j2, 2026-11-23: 3 extras made the build 9-16% slower).
         self.drain_extras = self.size // self.DRAIN_SHARE
         self.description = f"machine-wide pool of {self.size} slots in {directory}"
-        os.makedirs(self.board, mode=0o700, exist_ok=True)
+        self.board = RequestBoard(os.path.join(directory, "requests"))
         os.makedirs(self.marks, mode=0o700, exist_ok=True)
-        os.makedirs(self.work, mode=0o700, exist_ok=True)
+        self.work_left = WorkLeft(os.path.join(directory, "work"))
+        self.locks = SlotLocks(directory, self.size)
         self._saturated = saturated  # is the build tool above us full? (looked up when needed)
-        self._left: _Claim | None = None
         self._nearest, self._nearest_checked = False, -1.0
-        self._slot_fds: dict[int, int] = {}  # slot -> an open descriptor of its lock file
         self._holds: list[_Hold] = []
-        self._request: _Claim | None = None
-        self._since = 0  # when this process began to wait, for the rank's third key
 
-    # -- the board -----------------------------------------------------------------------
-
-    def _rank_name(self, priority: float) -> str:
-        first = 0 if self.held == 0 else 1
-        inverse = max(0, _PRIORITY_SPAN - int(max(0.0, priority) * 1000))
-        return f"r{first}-{inverse:012d}-{self._since:016d}-{os.getpid()}"
-
-    def _post(self, priority: float) -> str:
-        """Put (or move) this process's request on the board; return its name."""
-        if self._request is None:
-            self._since = time.time_ns() // 1000
-        name = self._rank_name(priority)
-        if self._request is not None:
-            if self._request.path == os.path.join(self.board, name):
-                return name
-            try:
-                self._request = self._request.renamed(os.path.join(self.board, name))
-            except FileNotFoundError:  # removed by someone who took us for dead: post anew
-                self._request.drop()
-                self._request = None
-        if self._request is None:
-            self._request = _Claim.make(os.path.join(self.board, name))
-        return name
+    # -- the board and the work left ---------------------------------------------------------
 
     def withdraw(self) -> None:
-        if self._request is not None:
-            self._request.drop()
-            self._request = None
+        self.board.withdraw()
 
     def left(self, seconds: float) -> None:
-        name = os.path.join(self.work, f"w-{min(_PRIORITY_SPAN, int(max(0.0, seconds) * 1000)):012d}-{os.getpid()}")
+        self.work_left.tell(seconds)
         self._nearest_checked = -1.0  # look again at the next ask
-        if self._left is None:
-            self._left = _Claim.make(name)
-        elif self._left.path != name:
-            try:
-                self._left = self._left.renamed(name)
-            except FileNotFoundError:  # removed by someone who took us for dead
-                self._left.drop()
-                self._left = _Claim.make(name)
-
-    def _nearest_end(self) -> bool:
-        """Is this compile one of the DRAIN_COMPILES with the least work left on the machine?"""
-        if self._left is None:
-            return False
-        return os.path.basename(self._left.path) in _live(self.work, "w-")[: self.DRAIN_COMPILES]
 
     def _may_drain(self) -> bool:
         if not self.drain_extras:
             return False
         now = time.monotonic()
         if now - self._nearest_checked >= self.NEAREST_RECHECK:
-            self._nearest_checked, self._nearest = now, self._nearest_end()
+            self._nearest_checked, self._nearest = now, self.work_left.nearest(self.DRAIN_COMPILES)
         if not self._nearest:
             return False
         if self._saturated is None:
             self._saturated = Saturation.of_this_process()
         if not self._saturated():
             return False
-        if _live(self.board, "r0-"):
+        if self.board.first_steps_waiting():
             return False  # a compile waits for its first step: it goes first (rule 1)
         # A fifth of the pool for the whole machine, not for each compile: as "nearest its end"
         # passes from compile to compile, drains of a fifth each kept 25-31 commands running on
         # 16 cores for the first 40 s of a first CUTLASS build (2026-11-23), each cicc slower.
-        return len(_live(self.marks, "extra-drain-")) < self.drain_extras
-
-    def _ahead(self, name: str) -> int:
-        """How many live requests of other processes rank before ``name``."""
-        return sum(1 for other in _live(self.board, "r") if other < name)
+        return len(live(self.marks, "extra-drain-")) < self.drain_extras
 
     # -- slots ---------------------------------------------------------------------------
 
     def try_acquire(self, priority: float = 0.0) -> bool:
-        name = self._post(priority)
         first = self.held == 0
-        overflowing = _live(self.marks, "over-")
+        name = self.board.post(priority, first=first)
+        overflowing = live(self.marks, "over-")
         # Those ahead get theirs first; an extra step also waits until no compile runs over.
-        wanted = self._ahead(name) + 1 + (0 if first else len(overflowing))
-        locked = self._lock_free(wanted)
+        wanted = self.board.ahead(name) + 1 + (0 if first else len(overflowing))
+        locked = self.locks.lock_free(wanted, skip={h.slot for h in self._holds})
         if len(locked) >= wanted:
             for slot in locked[1:]:
-                self._unlock(slot)
+                self.locks.unlock(slot)
             mark = None if first else self._mark("extra")
             self._take(_Hold(slot=locked[0], mark=mark))
             return True
         for slot in locked:
-            self._unlock(slot)
+            self.locks.unlock(slot)
         # However many compiles arrive while extra steps run: tying the overflow to the count of
         # extras left compiles waiting 1.5-1.8 s at ninja -j32 on 16 cores (2026-11-22).
-        if first and _live(self.marks, "extra-"):
+        if first and live(self.marks, "extra-"):
             self._take(_Hold(slot=None, mark=self._mark("over")))
             return True
         if not first and self._may_drain():
@@ -296,53 +246,13 @@ class PoolSlots(Slots):
         self.held += 1
         self.withdraw()
 
-    def _mark(self, what: str) -> _Claim:
-        return _Claim.make(os.path.join(self.marks, f"{what}-{os.getpid()}-{next(_SERIALS)}"))
+    def _mark(self, what: str) -> Claim:
+        return Claim.make(os.path.join(self.marks, f"{what}-{os.getpid()}-{next(_SERIALS)}"))
 
     def outranked(self, priority: float) -> bool:
-        mine = self._rank_name(priority)
-        suffix = f"-{os.getpid()}"
-        if any(other < mine for other in _live(self.board, "r") if not other.endswith(suffix)):
+        if self.board.others_before(self.board.rank_name(priority, first=self.held == 0)):
             return True
-        return bool(_live(self.marks, "over-"))  # the pool is over its size: no extra step
-
-    def _lock_free(self, wanted: int) -> list[int]:
-        """Lock up to ``wanted`` free slots, starting at a random one so that concurrent
-        processes do not all fight over slot 0."""
-        locked: list[int] = []
-        mine = {h.slot for h in self._holds}
-        first = random.randrange(self.size)
-        for offset in range(self.size):
-            slot = (first + offset) % self.size
-            if slot in mine:
-                continue
-            fd = self._slot_fd(slot)
-            if fd is None:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    continue
-                raise
-            locked.append(slot)
-            if len(locked) == wanted:
-                break
-        return locked
-
-    def _slot_fd(self, slot: int) -> int | None:
-        fd = self._slot_fds.get(slot)
-        if fd is None:
-            path = os.path.join(self.directory, f"slot-{slot}")
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            except OSError:
-                return None  # a slot file someone else owns: not ours to take
-            self._slot_fds[slot] = fd
-        return fd
-
-    def _unlock(self, slot: int) -> None:
-        fcntl.flock(self._slot_fds[slot], fcntl.LOCK_UN)
+        return bool(live(self.marks, "over-"))  # the pool is over its size: no extra step
 
     def release(self) -> None:
         """Give back one slot: an extra one first, then one over the pool, then the first."""
@@ -351,87 +261,24 @@ class PoolSlots(Slots):
         hold = max(self._holds, key=lambda h: (h.mark is not None and "extra-" in h.mark.path, h.slot is None))
         self._holds.remove(hold)
         if hold.slot is not None:
-            self._unlock(hold.slot)
+            self.locks.unlock(hold.slot)
         if hold.mark is not None:
             hold.mark.drop()
         self.held -= 1
 
     def close(self) -> None:
         self.release_all()
-        if self._left is not None:
-            self._left.drop()
-            self._left = None
-        for fd in self._slot_fds.values():
-            os.close(fd)
-        self._slot_fds.clear()
-
-
-@dataclass(frozen=True, slots=True)
-class _Claim:
-    """A file of the pool that its owner holds an flock on while it means something."""
-
-    path: str
-    fd: int
-
-    @classmethod
-    def make(cls, path: str) -> _Claim:
-        # Locked under a name no reader looks at, then shown: a reader that could lock a claim
-        # would take its owner for dead.
-        hidden = os.path.join(os.path.dirname(path), f".new-{os.getpid()}-{threading.get_ident()}")
-        fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        os.rename(hidden, path)
-        return cls(path, fd)
-
-    def renamed(self, path: str) -> _Claim:
-        os.rename(self.path, path)
-        return _Claim(path, self.fd)
-
-    def drop(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(self.path)
-        os.close(self.fd)
+        self.work_left.close()
+        self.locks.close()
 
 
 @dataclass(frozen=True, slots=True)
 class _Hold:
     slot: int | None  # None: running over the pool
-    mark: _Claim | None  # "extra-...", "extra-drain-..." or "over-...", for the others to count
-
-
-def _live(directory: str, prefix: str) -> list[str]:
-    """The names of live claims in ``directory`` starting with ``prefix``, sorted."""
-    try:
-        names = sorted(n for n in os.listdir(directory) if n.startswith(prefix))
-    except OSError:
-        return []
-    return [n for n in names if _is_live(os.path.join(directory, n))]
+    mark: Claim | None  # "extra-...", "extra-drain-..." or "over-...", for the others to count
 
 
 _SERIALS = itertools.count(1)  # mark names, unique in the process even with several pools in it
-
-# Priorities are seconds of remaining path, kept in milliseconds: a rank name holds up to
-# about eleven days of it.
-_PRIORITY_SPAN = 10**12 - 1
-
-
-def _is_live(path: str) -> bool:
-    """Its owner holds an flock on it; a claim we can lock belongs to a dead process (and
-    goes)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False  # gone meanwhile (granted or withdrawn)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        with contextlib.suppress(OSError):
-            os.remove(path)
-        return False
-    finally:
-        os.close(fd)
 
 
 class MemoryGate:
