@@ -4,8 +4,9 @@ The scheduler knows how to run a graph of tasks, not what the tasks are for:
 
 * At most ``jobs`` commands run at once, and each one beyond the first holds a shared slot
   (make's jobserver or the machine-wide pool, :mod:`fast_nvcc.slots`, which also decides
-  which compile of the build gets a free core); in-process steps take no slot.  Among the
-  ready tasks the one with the longest remaining path starts first.
+  which compile of the build gets a free core); in-process steps take no slot
+  (:mod:`.admission`).  Among the ready tasks the one with the longest remaining path starts
+  first (:mod:`.ready_queue`).
 * What a task *does* comes from a :class:`Handler`, chosen by the task's action.  Plain
   commands, nvcc's ``sh -c`` lines and nvcc's in-process steps are here; each feature brings
   its own kind of task from its own module: the split host compile (:mod:`.hostsplit`), the
@@ -15,86 +16,32 @@ The scheduler knows how to run a graph of tasks, not what the tasks are for:
   task, as soon as every earlier one has been forwarded; so warnings and errors read exactly
   as nvcc prints them, only a little later.
 * On a failure, nvcc would have stopped there: tasks after it in nvcc's order are not started,
-  and the running ones are killed (their partial outputs removed by the driver).  Tasks before
+  and the running ones are killed (:mod:`.processes`; their partial outputs removed by the
+  driver).  Tasks before
   it still run to the end, because nvcc would have run them and their diagnostics come first;
   if one of them fails too, it is the failure nvcc would have reported.
 """
 
 from __future__ import annotations
 
-import enum
-import functools
-import heapq
 import importlib
 import os
 import queue
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from .admission import Admission
 from .captures import Captures
 from .graph import HANDLED_BY, Action, Dag, Task
 from .plan import Step
-from .process_groups import kill_trees, wait_for_group
+from .processes import Processes, Spawned, is_nvcc_capture
+from .ready_queue import ReadyQueue
 from .slots import MemoryGate, Slots
-from .watchdog import Watchdog, die_with_parent
-
-
-class State(enum.Enum):
-    DONE = "done"
-    FAILED = "failed"
-    KILLED = "killed"  # stopped by fast_nvcc after another step failed or on a signal
-    SKIPPED = "skipped"  # never started
-
-
-@dataclass(slots=True)
-class Record:
-    """What happened to one task."""
-
-    task_id: int
-    state: State = State.SKIPPED
-    start: float | None = None  # seconds since the run started
-    end: float | None = None
-    ready: float | None = None  # when its inputs were all there; start - ready is its wait
-    returncode: int | None = None
-    cpu_seconds: float | None = None
-    max_rss_kb: int | None = None
-    reran: bool = False  # a module_id check that had to rerun cicc
-    split: bool = False  # a host compile's back task that only had to assemble
-    split_note: str = ""  # a host compile's back task: why it compiled as printed instead
-    cached: bool | None = None  # True: a cache hit; False: a cacheable step that missed
-    remote: str | None = None  # sent to sccache: what became of it (remote.Outcome)
-    remote_note: str = ""  # why it ran here after all
-    slot: int | None = None
-    over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
-    # Captured output: (fd, path) in the order to forward them.
-    captures: list[tuple[int, str]] = field(default_factory=list)
-
-    @property
-    def seconds(self) -> float:
-        if self.start is None or self.end is None:
-            return 0.0
-        return self.end - self.start
-
-    @property
-    def waited(self) -> float:
-        """Seconds between being ready and starting: waiting for a slot (or for -j)."""
-        if self.start is None or self.ready is None:
-            return 0.0
-        return max(0.0, self.start - self.ready)
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    returncode: int
-    records: tuple[Record, ...]
-    failed_task: int | None
-    wall_seconds: float
-    started_at: float = 0.0  # Unix time the records' start and end offsets count from
+from .task_records import Record, RunResult, State, StepFailed
 
 
 class Internal:
@@ -106,15 +53,6 @@ class Internal:
 
     def remove(self, step: Step) -> None:  # pragma: no cover - interface
         raise NotImplementedError
-
-
-class StepFailed(Exception):
-    """A task failed the way nvcc would report it."""
-
-    def __init__(self, message: str, returncode: int = 1) -> None:
-        super().__init__(message)
-        self.message = message
-        self.returncode = returncode
 
 
 class Interrupted(Exception):
@@ -131,13 +69,6 @@ class Handler:
     takes_slot: bool = True
     # Tasks that run elsewhere (a build cluster): no local slot, at most this many at once.
     capacity: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Spawned:
-    returncode: int
-    captures: list[tuple[int, str]]
-    usage: Any  # the child's resource usage, from wait4
 
 
 class TaskRun:
@@ -176,7 +107,7 @@ class TaskRun:
     def spawn(self, argv: Sequence[str], *, tag: str = "", env: Mapping[str, str] | None = None,
               cwd: str | None = None) -> Spawned | None:  # fmt: skip
         """Run one command, its output captured to files; None when the task was killed first."""
-        return self.runner._spawn(self.task, list(argv), tag=tag, env=env, cwd=cwd)
+        return self.runner.processes.spawn(self.task, list(argv), tag=tag, env=env, cwd=cwd)
 
     def exec(self, argv: Sequence[str]) -> None:
         """Run one command as the whole task: its exit code is the task's."""
@@ -196,7 +127,7 @@ class TaskRun:
 
     def capture(self, fd: int, data: bytes) -> None:
         """Output the task prints without a command (a cache hit's replay, a message)."""
-        path = self.runner._capture_path(self.task, fd)
+        path = self.runner.processes.capture_path(self.task, fd)
         with open(path, "ab") as handle:
             handle.write(data)
         if (fd, path) not in self.record.captures:
@@ -221,7 +152,7 @@ def run_shell(run: TaskRun) -> None:
     line redirects its output to temp files that nvcc prints afterwards: forward those too."""
     run.exec(["/bin/sh", "-c", run.task.step.text])
     for redirect in run.task.step.redirects:
-        if _is_nvcc_capture(redirect.target) and os.path.exists(redirect.target):
+        if is_nvcc_capture(redirect.target) and os.path.exists(redirect.target):
             run.record.captures.append((redirect.fd, redirect.target))
 
 
@@ -253,23 +184,11 @@ BASIC_HANDLERS: Mapping[Action, Handler] = {
 }
 
 
-@dataclass(slots=True)
-class _Running:
-    task: Task
-    proc: subprocess.Popen[bytes] | None = None
-    killed: bool = False
-
-
 class Runner:
-    # A step that runs far past its estimate says its whole compile is heavier than guessed: on a
-    # first build the estimates are per-tool defaults, and one template-heavy source's cicc takes
-    # 96 s against the default's 8 (CUTLASS's 53_hopper_gemm_permute, 16 cores, 2026-11-23).
-    # The compile's waiting steps then ask the pool with their ranks times how much heavier
-    # (its host side no longer waits behind lighter compiles' device steps), and the work it has
-    # left is told times that too (it is not the compile nearest its end).  Only steps expected
-    # to take OVERRUN_FLOOR seconds or more count: short steps' times are mostly noise.
-    OVERRUN_FLOOR = 2.0
-    RESCALE_EVERY = 0.25  # seconds
+    """The event loop of one run: tasks become ready as their predecessors end, start as the
+    ready queue (:mod:`.ready_queue`) and the slots (:mod:`.admission`) allow, run a handler on
+    a thread of their own (their commands: :mod:`.processes`), and end through one queue of
+    events, in whatever order they finish; their output is forwarded in nvcc's order."""
 
     def __init__(
         self,
@@ -297,8 +216,6 @@ class Runner:
         self.cwd = cwd
         self.workdir = workdir
         self.jobs = max(1, jobs)
-        self.priorities = priorities
-        self.work = work  # each task's expected seconds: what is left is told to the slots
         self.handlers = {**feature_handlers(dag), **BASIC_HANDLERS, **internal_handlers(internal), **(handlers or {})}
         self.messages = messages
         self.combine_output = combine_output
@@ -306,22 +223,18 @@ class Runner:
         self.stderr = stderr
         self.on_event = on_event
         self.slots = slots or Slots()
-        self.memory = memory
         self.state_dir = state_dir  # where features keep what they learn (hostsplit's placeholders)
         self.shared: dict[Any, Any] = {}
-        self._commands = 0  # slot-taking tasks running now
-        self._elsewhere: dict[Action, int] = {}  # running tasks of handlers with a capacity
         self.records = [Record(task.id) for task in dag.tasks]
         self._events: queue.Queue[tuple[int, BaseException | None]] = queue.Queue()
-        self._running: dict[int, _Running] = {}
-        self._lock = threading.Lock()
         self._t0 = 0.0
         self._threads: list[threading.Thread] = []
-        self._free_slots: list[int] = []
         self.captures = Captures(workdir)  # in memory: a full $TMPDIR must not swallow them
-        self._watchdog: Watchdog | None = None  # started with the first command
-        self._scale = 1.0  # how many times heavier this compile is than its estimates
-        self._scaled_at = 0.0
+        self.ready = ReadyQueue(priorities, work=work)
+        self.admission = Admission(jobs=self.jobs, slots=self.slots, memory=memory)
+        self.processes = Processes(
+            env=self.env, cwd=cwd, workdir=workdir, combine_output=combine_output, captures=self.captures
+        )
 
     def close(self) -> None:
         """Free the captured output, once nothing reads the records' captures any more."""
@@ -337,40 +250,37 @@ class Runner:
         # A task with an any_of group waits for its other predecessors and one of the group.
         waiting = [len(p - t.any_of) + bool(t.any_of) for t, p in zip(tasks, self.dag.preds)]
         settled: set[int] = set()  # tasks whose any_of group is done
-        ready: list[tuple[float, tuple[int, int], int]] = []
+        ready = self.ready
         for task in tasks:
             if not waiting[task.id]:
-                self._make_ready(ready, task)
-        self._free_slots = list(range(self.jobs - 1, -1, -1))
-        left = sum(self.work) if self.work is not None else 0.0
-        if self.work is not None:
-            self.slots.left(left)
+                self._make_ready(task)
+        if ready.work_left is not None:
+            self.slots.left(ready.work_left)
         emitter = _Emitter(self, self.messages)
         failed: int | None = None  # task id of the earliest failure in nvcc's order
         try:
             while True:
-                if self.work is not None and self._rescale():
-                    self.slots.left(left * self._scale)
+                if ready.rescale(self.records, now=self._now()):
+                    self.slots.left(ready.work_left)
                 blocked = False  # a ready command waits for a shared slot or for memory
                 while ready:
-                    _, _, task_id = ready[0]
-                    task = tasks[task_id]
+                    task = tasks[ready.first()]
                     if failed is not None and task.order > tasks[failed].order:
-                        heapq.heappop(ready)
+                        ready.pop()
                         continue
                     handler = self._handler(task)
-                    if handler.capacity is not None and self._elsewhere.get(task.action, 0) >= handler.capacity:
+                    if self.admission.at_capacity(task, handler.capacity):
                         blocked = True
                         break
-                    if handler.takes_slot and not self._reserve_slot(task):
-                        blocked = bool(self._free_slots)
+                    if handler.takes_slot and not self.admission.reserve(task, ready.priority(task.id)):
+                        blocked = self.admission.free
                         break
-                    heapq.heappop(ready)
+                    ready.pop()
                     self._start(task)
                 if not blocked:
                     self.slots.withdraw()  # nothing of ours waits: others may go first
-                self._release_idle_slots()
-                if not self._running:
+                self.admission.release_idle()
+                if not self.processes.running:
                     if not ready:
                         break
                     time.sleep(0.01)  # nothing of ours runs: wait for the pool to free a slot
@@ -379,22 +289,18 @@ class Runner:
                 if event is None:
                     continue
                 task_id, error = event
-                run = self._running.pop(task_id)
+                killed = self.processes.end(task_id)
                 record = self.records[task_id]
-                if record.slot is not None:
-                    self._free_slots.append(record.slot)
-                    if self._handler(tasks[task_id]).takes_slot:
-                        self._commands -= 1
-                if self._handler(tasks[task_id]).capacity is not None:
-                    self._elsewhere[tasks[task_id].action] -= 1
+                handler = self._handler(tasks[task_id])
+                self.admission.end(tasks[task_id], record.slot, takes_slot=handler.takes_slot, capacity=handler.capacity)
                 if error is not None:
                     raise error
-                if run.killed:
+                if killed:
                     record.state = State.KILLED
                 elif record.state is State.DONE:
-                    if self.work is not None:
-                        left -= self.work[task_id]
-                        self.slots.left(left * self._scale)
+                    if ready.work_left is not None:
+                        ready.finished(task_id)
+                        self.slots.left(ready.work_left)
                     for succ in succs[task_id]:
                         if task_id in tasks[succ].any_of:
                             if succ in settled:
@@ -402,21 +308,20 @@ class Runner:
                             settled.add(succ)
                         waiting[succ] -= 1
                         if not waiting[succ]:
-                            self._make_ready(ready, tasks[succ])
+                            self._make_ready(tasks[succ])
                 else:
                     if failed is None or tasks[task_id].order < tasks[failed].order:
                         failed = task_id
-                        self._kill_after(tasks[failed].order)
+                        self.processes.kill_after(tasks[failed].order)
                 self._notify("end", tasks[task_id], record)
                 emitter.forward(upto=None if failed is None else tasks[failed].order)
         except BaseException:
-            self._kill_after(None)
+            self.processes.kill_after(None)
             raise
         finally:
             self._join()
             self.slots.release_all()
-            if self._watchdog is not None:
-                self._watchdog.close()
+            self.processes.close()
         emitter.forward(upto=None if failed is None else tasks[failed].order, final=failed is None)
         returncode = 0
         if failed is not None:
@@ -429,54 +334,12 @@ class Runner:
             started_at=self._started_at,
         )
 
-    def _make_ready(self, ready: list, task: Task) -> None:
+    def _make_ready(self, task: Task) -> None:
         self.records[task.id].ready = self._now()
-        heapq.heappush(ready, (-self.priorities[task.id], task.order, task.id))
+        self.ready.push(task)
 
     def _handler(self, task: Task) -> Handler:
         return self.handlers[task.action]
-
-    def _rescale(self) -> bool:
-        """Look again (every RESCALE_EVERY seconds) at how far this compile's long steps ran
-        past their estimates; True when the scale rose."""
-        now = self._now()
-        if now - self._scaled_at < self.RESCALE_EVERY:
-            return False
-        self._scaled_at = now
-        assert self.work is not None
-        scale = self._scale
-        for record in self.records:
-            expected = self.work[record.task_id]
-            if record.start is None or expected < self.OVERRUN_FLOOR or record.slot is None:
-                continue
-            took = (record.end if record.end is not None else now) - record.start
-            scale = max(scale, took / expected)
-        if scale <= self._scale * 1.05:  # not worth a rename on the board
-            return False
-        self._scale = scale
-        return True
-
-    def _reserve_slot(self, task: Task) -> bool:
-        """May ``task`` start now?  Within -j, with a shared slot (the implicit one, one held and
-        idle, or one newly granted by the jobserver or the pool), and with memory to spare."""
-        if not self._free_slots:
-            return False
-        priority = self.priorities[task.id] * self._scale
-        if self._commands < self.slots.implicit + self.slots.held:
-            # An idle slot of ours: keep it, unless this would be an extra step of this compile
-            # and the pool has a better claim waiting (it is released below and asked for anew).
-            if self._commands and self.slots.outranked(priority):
-                return False
-        elif not self.slots.try_acquire(priority):
-            return False
-        if self.memory is not None and self._commands and not self.memory.allows(task):
-            return False
-        return True
-
-    def _release_idle_slots(self) -> None:
-        """Give back shared slots no running step uses, so other compiles can have them."""
-        while self.slots.held > max(0, self._commands - self.slots.implicit):
-            self.slots.release()
 
     def _next_event(self, *, timeout: float) -> tuple[int, BaseException | None] | None:
         try:
@@ -492,16 +355,12 @@ class Runner:
 
     def _start(self, task: Task) -> None:
         record = self.records[task.id]
-        record.slot = self._free_slots.pop() if self._handler(task).takes_slot else None
-        if self._handler(task).capacity is not None:
-            self._elsewhere[task.action] = self._elsewhere.get(task.action, 0) + 1
-        if record.slot is not None:
-            self._commands += 1
-            record.over_pool = self.slots.over_pool(self._commands - self.slots.implicit)
-            if self.memory is not None:
-                self.memory.taken(task)
+        handler = self._handler(task)
+        record.slot, record.over_pool = self.admission.start(
+            task, takes_slot=handler.takes_slot, capacity=handler.capacity
+        )
         record.start = self._now()
-        self._running[task.id] = _Running(task)
+        self.processes.begin(task)
         self._notify("start", task, record)
         thread = threading.Thread(target=self._work, args=(task,), daemon=True)
         self._threads.append(thread)
@@ -522,89 +381,10 @@ class Runner:
             error = exc
         self._events.put((task.id, error))
 
-    def _spawn(
-        self, task: Task, argv: list[str], *, tag: str = "", env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> Spawned | None:
-        out_path = self._capture_path(task, 1, tag)
-        err_path = out_path if self.combine_output else self._capture_path(task, 2, tag)
-        redirects = {r.fd: r for r in task.step.redirects if not _is_nvcc_capture(r.target)}
-        if task.action is Action.SHELL:
-            redirects = {}  # sh applies the line's own redirections
-        with open(out_path, "wb") as out, _maybe_open(err_path, out_path) as err:
-            stdout = _open_redirect(redirects.get(1), self.cwd) or out
-            stderr = _open_redirect(redirects.get(2), self.cwd) or (
-                subprocess.STDOUT if err is None else err
-            )
-            try:
-                with self._lock:
-                    run = self._running[task.id]
-                    if run.killed:
-                        return None
-                    # Each step leads its own process group, so a kill reaches the
-                    # processes it is forking right then (gcc's cc1plus), which a walk
-                    # of its children can miss.  The steps die with fast_nvcc however it
-                    # dies (fast_nvcc/watchdog.py): this thread forks and reaps the child.
-                    if self._watchdog is None:
-                        self._watchdog = Watchdog(self.workdir)
-                    try:
-                        run.proc = subprocess.Popen(
-                            argv,
-                            stdin=subprocess.DEVNULL,
-                            stdout=stdout,
-                            stderr=stderr,
-                            env=self.env if env is None else env,
-                            cwd=cwd or self.cwd,
-                            process_group=0,
-                            preexec_fn=functools.partial(die_with_parent, os.getpid()),
-                        )
-                    except OSError as exc:
-                        # A command that cannot start fails the way sh, which nvcc runs it
-                        # with, reports it.  Only here: any other missing file is not a
-                        # missing command (a vanished work directory once read as one).
-                        missing = isinstance(exc, FileNotFoundError)
-                        reason = "not found" if missing else exc.strerror
-                        raise StepFailed(f"sh: 1: {exc.filename or argv[0]}: {reason}\n",
-                                         127 if missing else 126) from None  # fmt: skip
-                    self._watchdog.watch(run.proc.pid)
-                _, status, usage = os.wait4(run.proc.pid, 0)
-                run.proc.returncode = os.waitstatus_to_exitcode(status)
-                if os.WIFSIGNALED(status) and not run.killed:
-                    # sh's own stderr, which is nvcc's, not the line's redirection
-                    run.proc.returncode = _report_as_sh(status, out if err is None else err)
-                if run.killed:
-                    # Its outputs are removed once the runner ends: nothing may still be
-                    # writing them then.
-                    wait_for_group(run.proc.pid)
-                self._watchdog.forget(run.proc.pid)
-            finally:
-                for handle in (stdout, stderr):
-                    if handle not in (out, err, subprocess.STDOUT):
-                        handle.close()
-        captures = [(1, out_path)]
-        if err_path != out_path:
-            captures.append((2, err_path))
-        captures = [(fd, path) for fd, path in captures if not self.captures.discard_if_empty(path)]
-        return Spawned(run.proc.returncode, captures, usage)
-
-    def _kill_after(self, order: tuple[int, int] | None) -> None:
-        """Kill running tasks that come after ``order`` in nvcc's order (all when None)."""
-        victims = []
-        with self._lock:
-            for run in self._running.values():
-                if order is None or run.task.order > order:
-                    run.killed = True
-                    if run.proc is not None:
-                        victims.append(run.proc.pid)
-        kill_trees(victims)
-
     def _join(self) -> None:
         for thread in self._threads:
             thread.join()
         self._threads.clear()
-
-    def _capture_path(self, task: Task, fd: int, tag: str = "") -> str:
-        return self.captures.path(f"{task.id}{tag}.{fd}")
 
     def _now(self) -> float:
         return time.monotonic() - self._t0
@@ -695,43 +475,3 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 
-def _report_as_sh(status: int, stderr: BinaryIO) -> int:
-    """nvcc runs every step through ``sh -c``, so a step that dies of a signal (a crash, the
-    OOM killer) is reported by the shell: dash prints the signal's name, " (core dumped)"
-    where it dumped, except for SIGINT and SIGPIPE, and exits with 128 + the signal, which
-    nvcc passes on (``Aborted``, 134; ``Segmentation fault``, 139; measured with a -ccbin that
-    kills itself)."""
-    signum = os.WTERMSIG(status)
-    if signum not in (signal.SIGINT, signal.SIGPIPE):
-        text = signal.strsignal(signum) or f"Unknown signal {signum}"
-        if os.WCOREDUMP(status):
-            text += " (core dumped)"
-        stderr.write(f"{text}\n".encode())
-        stderr.flush()
-    return 128 + signum
-
-
-def _is_nvcc_capture(target: str) -> bool:
-    return "tmpxft_" in os.path.basename(target) and target.endswith(("_stdout", "_stderr"))
-
-
-def _open_redirect(redirect, cwd: str):
-    if redirect is None:
-        return None
-    mode = "ab" if redirect.append else "wb"
-    return open(os.path.join(cwd, redirect.target), mode)
-
-
-class _maybe_open:
-    """Open ``path`` for writing unless it is ``same_as`` (stderr joined to stdout)."""
-
-    def __init__(self, path: str, same_as: str) -> None:
-        self.path = path
-        self.handle = None if path == same_as else open(path, "wb")
-
-    def __enter__(self):
-        return self.handle
-
-    def __exit__(self, *exc) -> None:
-        if self.handle is not None:
-            self.handle.close()

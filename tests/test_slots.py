@@ -485,6 +485,7 @@ def test_a_compile_whose_step_overruns_its_estimate_asks_with_a_higher_rank(tmp_
     tells the pool it has left, by the same factor."""
     from fast_nvcc.graph import Action, Dag, Task, priorities
     from fast_nvcc.plan import Kind, Step
+    from fast_nvcc.ready_queue import ReadyQueue
     from fast_nvcc.scheduler import Internal, Runner
 
     class Asking(PoolSlots):
@@ -500,7 +501,7 @@ def test_a_compile_whose_step_overruns_its_estimate_asks_with_a_higher_rank(tmp_
             self.told.append(seconds)
             super().left(seconds)
 
-    monkeypatch.setattr(Runner, "OVERRUN_FLOOR", 0.1)
+    monkeypatch.setattr(ReadyQueue, "OVERRUN_FLOOR", 0.1)
     steps = [Step(index=i, text="", kind=Kind.OTHER, tool="sleep", argv=("sleep", s)) for i, s in enumerate(["1.2", "0"])]
     dag = Dag(tuple(Task(i, s, Action.EXEC, argv=s.argv) for i, s in enumerate(steps)), (frozenset(), frozenset()))
     costs = [0.2, 0.1]  # the long step was expected to take 0.2 s

@@ -1,0 +1,72 @@
+"""Which ready task of a run may start now, and what a running one holds: one of the ``jobs``
+local slots (-j), a shared slot (make's jobserver or the machine-wide pool, :mod:`.slots`),
+memory to spare, and a place among the tasks of handlers that run elsewhere (a capacity)."""
+
+from __future__ import annotations
+
+from .graph import Action, Task
+from .slots import MemoryGate, Slots
+
+
+class Admission:
+    """The slots a run holds: numbered local ones for -j, the count of commands running (each
+    beyond the implicit one holds a shared slot), and the tasks running elsewhere."""
+
+    def __init__(self, *, jobs: int, slots: Slots, memory: MemoryGate | None) -> None:
+        self.slots = slots
+        self.memory = memory
+        self._commands = 0  # slot-taking tasks running now
+        self._elsewhere: dict[Action, int] = {}  # running tasks of handlers with a capacity
+        self._free_slots = list(range(jobs - 1, -1, -1))
+
+    @property
+    def free(self) -> bool:
+        """Is one of the local slots (-j) free?"""
+        return bool(self._free_slots)
+
+    def at_capacity(self, task: Task, capacity: int | None) -> bool:
+        """Do as many tasks of ``task``'s kind run elsewhere as its handler's ``capacity``?"""
+        return capacity is not None and self._elsewhere.get(task.action, 0) >= capacity
+
+    def reserve(self, task: Task, priority: float) -> bool:
+        """May ``task`` start now?  Within -j, with a shared slot (the implicit one, one held and
+        idle, or one newly granted by the jobserver or the pool), and with memory to spare."""
+        if not self._free_slots:
+            return False
+        if self._commands < self.slots.implicit + self.slots.held:
+            # An idle slot of ours: keep it, unless this would be an extra step of this compile
+            # and the pool has a better claim waiting (it is released below and asked for anew).
+            if self._commands and self.slots.outranked(priority):
+                return False
+        elif not self.slots.try_acquire(priority):
+            return False
+        if self.memory is not None and self._commands and not self.memory.allows(task):
+            return False
+        return True
+
+    def start(self, task: Task, *, takes_slot: bool, capacity: int | None) -> tuple[int | None, str | None]:
+        """``task`` starts: its local slot (None when it takes none) and whether it runs over
+        the machine-wide pool (Slots.over_pool)."""
+        slot = self._free_slots.pop() if takes_slot else None
+        over_pool = None
+        if capacity is not None:
+            self._elsewhere[task.action] = self._elsewhere.get(task.action, 0) + 1
+        if slot is not None:
+            self._commands += 1
+            over_pool = self.slots.over_pool(self._commands - self.slots.implicit)
+            if self.memory is not None:
+                self.memory.taken(task)
+        return slot, over_pool
+
+    def end(self, task: Task, slot: int | None, *, takes_slot: bool, capacity: int | None) -> None:
+        if slot is not None:
+            self._free_slots.append(slot)
+            if takes_slot:
+                self._commands -= 1
+        if capacity is not None:
+            self._elsewhere[task.action] -= 1
+
+    def release_idle(self) -> None:
+        """Give back shared slots no running step uses, so other compiles can have them."""
+        while self.slots.held > max(0, self._commands - self.slots.implicit):
+            self.slots.release()

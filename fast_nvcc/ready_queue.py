@@ -1,0 +1,79 @@
+"""The tasks of a run whose inputs are all there, best first, and how heavy the compile turns
+out to be against its estimates, which raises its rank on the machine-wide pool."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from .graph import Task
+from .task_records import Record
+
+
+class ReadyQueue:
+    """Ready tasks, the longest remaining path through the compile first, then nvcc's order; and
+    the work the compile has left (each task's expected seconds), scaled by its overrun."""
+
+    # A step that runs far past its estimate says its whole compile is heavier than guessed: on a
+    # first build the estimates are per-tool defaults, and one template-heavy source's cicc takes
+    # 96 s against the default's 8 (CUTLASS's 53_hopper_gemm_permute, 16 cores, 2026-11-23).
+    # The compile's waiting steps then ask the pool with their ranks times how much heavier
+    # (its host side no longer waits behind lighter compiles' device steps), and the work it has
+    # left is told times that too (it is not the compile nearest its end).  Only steps expected
+    # to take OVERRUN_FLOOR seconds or more count: short steps' times are mostly noise.
+    OVERRUN_FLOOR = 2.0
+    RESCALE_EVERY = 0.25  # seconds
+
+    def __init__(self, priorities: Sequence[float], *, work: Sequence[float] | None = None) -> None:
+        self.priorities = priorities
+        self.work = work  # each task's expected seconds: what is left is told to the slots
+        self.scale = 1.0  # how many times heavier this compile is than its estimates
+        self._scaled_at = 0.0
+        self._left = sum(work) if work is not None else 0.0
+        self._heap: list[tuple[float, tuple[int, int], int]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def push(self, task: Task) -> None:
+        heapq.heappush(self._heap, (-self.priorities[task.id], task.order, task.id))
+
+    def first(self) -> int:
+        """The best ready task's id."""
+        return self._heap[0][2]
+
+    def pop(self) -> None:
+        heapq.heappop(self._heap)
+
+    def priority(self, task_id: int) -> float:
+        """The rank ``task_id`` asks the shared slots with: its remaining path, scaled."""
+        return self.priorities[task_id] * self.scale
+
+    @property
+    def work_left(self) -> float | None:
+        """The seconds of work the compile has left, scaled; None without estimates."""
+        return None if self.work is None else self._left * self.scale
+
+    def finished(self, task_id: int) -> None:
+        if self.work is not None:
+            self._left -= self.work[task_id]
+
+    def rescale(self, records: Sequence[Record], *, now: float) -> bool:
+        """Look again (every RESCALE_EVERY seconds) at how far this compile's long steps ran
+        past their estimates; True when the scale rose."""
+        if self.work is None:
+            return False
+        if now - self._scaled_at < self.RESCALE_EVERY:
+            return False
+        self._scaled_at = now
+        scale = self.scale
+        for record in records:
+            expected = self.work[record.task_id]
+            if record.start is None or expected < self.OVERRUN_FLOOR or record.slot is None:
+                continue
+            took = (record.end if record.end is not None else now) - record.start
+            scale = max(scale, took / expected)
+        if scale <= self.scale * 1.05:  # not worth a rename on the board
+            return False
+        self.scale = scale
+        return True

@@ -1,0 +1,69 @@
+"""What happened to each task of a run: the records the scheduler keeps, which the driver,
+FAST_NVCC_LOG and the reports read."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class State(enum.Enum):
+    DONE = "done"
+    FAILED = "failed"
+    KILLED = "killed"  # stopped by fast_nvcc after another step failed or on a signal
+    SKIPPED = "skipped"  # never started
+
+
+@dataclass(slots=True)
+class Record:
+    """What happened to one task."""
+
+    task_id: int
+    state: State = State.SKIPPED
+    start: float | None = None  # seconds since the run started
+    end: float | None = None
+    ready: float | None = None  # when its inputs were all there; start - ready is its wait
+    returncode: int | None = None
+    cpu_seconds: float | None = None
+    max_rss_kb: int | None = None
+    reran: bool = False  # a module_id check that had to rerun cicc
+    split: bool = False  # a host compile's back task that only had to assemble
+    split_note: str = ""  # a host compile's back task: why it compiled as printed instead
+    cached: bool | None = None  # True: a cache hit; False: a cacheable step that missed
+    remote: str | None = None  # sent to sccache: what became of it (sccache_stats.Outcome)
+    remote_note: str = ""  # why it ran here after all
+    slot: int | None = None
+    over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
+    # Captured output: (fd, path) in the order to forward them.
+    captures: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        if self.start is None or self.end is None:
+            return 0.0
+        return self.end - self.start
+
+    @property
+    def waited(self) -> float:
+        """Seconds between being ready and starting: waiting for a slot (or for -j)."""
+        if self.start is None or self.ready is None:
+            return 0.0
+        return max(0.0, self.start - self.ready)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    returncode: int
+    records: tuple[Record, ...]
+    failed_task: int | None
+    wall_seconds: float
+    started_at: float = 0.0  # Unix time the records' start and end offsets count from
+
+
+class StepFailed(Exception):
+    """A task failed the way nvcc would report it."""
+
+    def __init__(self, message: str, returncode: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.returncode = returncode
