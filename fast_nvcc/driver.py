@@ -225,8 +225,8 @@ def _run_plan(
         if config.direct is not None and result.returncode == 0 and traces is None:
             _record_direct(config, plan, dag, result, combine)
         if remote is not None:
-            remote.conclude()
-            for task_id, outcome in remote.outcomes.items():
+            remote.ledger.conclude()
+            for task_id, outcome in remote.ledger.outcomes.items():
                 result.records[task_id].remote = outcome
         if history is not None:
             history.record(_measurements(dag, result.records, owners))
@@ -379,8 +379,8 @@ def _say_remote(config: Config, remote, dag: Dag, records: Sequence[Record]) -> 
                                                    for what, steps in sorted(outcomes.items())))  # fmt: skip
     if remote.disabled:
         _say(config, "the steps after that one did not go to sccache")
-    if remote.dist_errors:
-        _say(config, f"sccache could not send {remote.dist_errors} step(s) to its build servers and compiled them here")
+    if remote.ledger.dist_errors:
+        _say(config, f"sccache could not send {remote.ledger.dist_errors} step(s) to its build servers and compiled them here")
 
 
 def _splits_host(config: Config) -> bool:

@@ -263,16 +263,9 @@ def test_steps_at_the_cluster_hold_no_local_slot(nvcc, client, sources, tmp_path
 
 # -- the pieces, without servers ------------------------------------------------------------
 
-from fast_nvcc.remote import (  # noqa: E402
-    Counts,
-    Outcome,
-    RemoteError,
-    _input_third_from_last,
-    attribute,
-    parse_dist_status,
-    parse_stats,
-    remote_mode,
-)
+from fast_nvcc.remote import RemoteError, parse_dist_status, remote_mode  # noqa: E402
+from fast_nvcc.sccache_staging import _input_third_from_last  # noqa: E402
+from fast_nvcc.sccache_stats import Counts, Outcome, attribute, parse_stats  # noqa: E402
 
 
 @pytest.mark.parametrize(
