@@ -59,6 +59,11 @@ class Slots:
     def withdraw(self) -> None:
         """This process waits for no slot now."""
 
+    def competes(self) -> bool:
+        """Does a step of this compile, which has run steps already, compete by rank for every
+        slot, its next step included (rather than keep the slot its last step held)?"""
+        return False
+
     def over_pool(self, commands: int) -> str | None:
         """With ``commands`` steps of this process running, does the newest run over the
         machine-wide pool, and why: "first" (a compile's step while others run extra ones, rule
@@ -187,11 +192,31 @@ class PoolSlots(Slots):
         self._holds: list[_Hold] = []
         self._request: _Claim | None = None
         self._since = 0  # when this process began to wait, for the rank's third key
+        self._started = False  # has this compile run a step yet?
 
     # -- the board -----------------------------------------------------------------------
 
+    def _first(self) -> bool:
+        """Does this process ask for its compile's first step (rule 1), or for one that waits
+        its turn by rank?"""
+        return self.held == 0 and not self.competes()
+
+    def competes(self) -> bool:
+        """Once a compile has run a step, while the build tool holds no compile back, its
+        steps take their turn by rank like extra ones.  Rule 1 is for compiles that have run
+        nothing; when every compile has started (ninja -j above the compile count, or no build
+        tool), keeping a slot between steps only because it was the compile's first one left
+        each compile one step at a time: a first CUTLASS build at -j32 on 16 cores ran 19
+        compiles' steps one after another for 60 s while no extra step could start, and the
+        longest compile's host side ran after its 94 s cicc (2026-11-24)."""
+        if not self._started:
+            return False
+        if self._saturated is None:
+            self._saturated = Saturation.of_this_process()
+        return not self._saturated()
+
     def _rank_name(self, priority: float) -> str:
-        first = 0 if self.held == 0 else 1
+        first = 0 if self._first() else 1
         inverse = max(0, _PRIORITY_SPAN - int(max(0.0, priority) * 1000))
         return f"r{first}-{inverse:012d}-{self._since:016d}-{os.getpid()}"
 
@@ -261,8 +286,8 @@ class PoolSlots(Slots):
     # -- slots ---------------------------------------------------------------------------
 
     def try_acquire(self, priority: float = 0.0) -> bool:
+        first = self._first()
         name = self._post(priority)
-        first = self.held == 0
         overflowing = _live(self.marks, "over-")
         # Those ahead get theirs first; an extra step also waits until no compile runs over.
         wanted = self._ahead(name) + 1 + (0 if first else len(overflowing))
@@ -294,6 +319,7 @@ class PoolSlots(Slots):
     def _take(self, hold: _Hold) -> None:
         self._holds.append(hold)
         self.held += 1
+        self._started = True
         self.withdraw()
 
     def _mark(self, what: str) -> _Claim:

@@ -340,7 +340,7 @@ for i, s in enumerate(seconds):
     step = Step(index=i, text="", kind=Kind.OTHER, tool="sleep", argv=("sleep", str(s)))
     tasks.append(Task(i, step, Action.EXEC, argv=step.argv))
 dag = Dag(tuple(tasks), tuple(frozenset(preds.get(str(i), ())) for i in range(len(tasks))))
-slots = PoolSlots({pool!r}, {size})
+slots = PoolSlots({pool!r}, {size}, saturated=(lambda: True) if {full} else None)
 runner = Runner(dag, env=os.environ, cwd={cwd!r}, workdir={cwd!r}, jobs=len(tasks),
                 priorities=priorities(dag, costs), internal=Internal(), slots=slots)
 result = runner.run()
@@ -350,11 +350,12 @@ sys.exit(result.returncode)
 """
 
 
-def run_compiles(tmp_path, compiles, *, size, stagger=0.0):
-    """Start one process per (seconds, costs[, preds]) compile; each runs its steps as sleeps."""
+def run_compiles(tmp_path, compiles, *, size, stagger=0.0, full=False):
+    """Start one process per (seconds, costs[, preds]) compile; each runs its steps as sleeps.
+    ``full``: the build tool above runs all the jobs its -j allows (else no tool is found)."""
     tmp_path.mkdir(exist_ok=True)
     script = COMPILE.format(root=str(Path(__file__).parent.parent), pool=str(tmp_path / "pool"), size=size,
-                            cwd=str(tmp_path))  # fmt: skip
+                            cwd=str(tmp_path), full=full)  # fmt: skip
     procs = []
     for seconds, costs, *preds in compiles:
         argv = [sys.executable, "-c", script, json.dumps(seconds), json.dumps(costs), json.dumps(preds[0] if preds else {})]
@@ -406,6 +407,36 @@ def test_learned_costs_are_no_slower_than_none(tmp_path):
         walls.append(max(end for steps in results for _, end, _ in steps) - min(starts))
     guessed, learned = walls
     assert learned <= guessed * 1.1 + 0.1, walls
+
+
+def test_started_compiles_ask_by_rank_unless_the_build_tool_holds_compiles_back(tmp_path):
+    """A compile that has run nothing asks for its first step (rule 1: r0, before any extra
+    step); once it has run one, it asks like an extra step (r1) while the build tool holds no
+    compile back, and as before while the tool is full."""
+    for full in (False, True):
+        pool = PoolSlots(str(tmp_path / f"pool-{full}"), 2, saturated=lambda: full)
+        assert not pool.competes() and pool._rank_name(5.0).startswith("r0-")
+        assert pool.try_acquire(5.0)
+        pool.release()  # its step ended; the next one is not running yet
+        assert pool.competes() is (not full)
+        assert pool._rank_name(5.0).startswith("r1-" if not full else "r0-")
+        pool.close()
+
+
+def test_the_longest_compile_runs_its_steps_side_by_side_once_every_compile_has_started(tmp_path):
+    """Pool of two: a long pole (a short step, then two long ones that may run side by side)
+    and two light chains.  With nothing held back by the build tool, once each compile has run
+    a step the long pole's long steps outrank the light ones and run together; while the tool is
+    full, each compile keeps the slot of its first step, and the long pole runs them one after
+    another (a schedule property, with room for process start-up on a loaded machine)."""
+    long_pole = ([0.2, 1.5, 1.5], [0.2, 1.5, 1.5], {"1": [0], "2": [0]})
+    light = ([0.6, 0.6, 0.6], [0.6, 0.6, 0.6], {"1": [0], "2": [1]})
+    overlaps = {}
+    for full in (False, True):
+        results = run_compiles(tmp_path / str(full), [long_pole, light, light], size=2, full=full)
+        _, a, b = results[0]
+        overlaps[full] = min(a[1], b[1]) - max(a[0], b[0])
+    assert overlaps[False] >= 0.5 and overlaps[True] <= 0.2, overlaps
 
 
 def test_while_the_build_tool_is_full_the_compiles_nearest_their_end_run_extra_steps(tmp_path, monkeypatch):
