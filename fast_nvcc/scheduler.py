@@ -322,6 +322,8 @@ class Runner:
         self.captures = Captures(workdir)  # in memory: a full $TMPDIR must not swallow them
         self._watchdog: Watchdog | None = None  # started with the first command
         self._scale = 1.0  # how many times heavier this compile is than its estimates
+        self._own_scale = 1.0  # ... as far as its own long steps have shown
+        self._told_scale = 0.0  # what the slots were last told of that
         self._scaled_at = 0.0
 
     def close(self) -> None:
@@ -439,20 +441,33 @@ class Runner:
 
     def _rescale(self) -> bool:
         """Look again (every RESCALE_EVERY seconds) at how far this compile's long steps ran
-        past their estimates; True when the scale rose."""
+        past their estimates; True when the scale changed.  Until one of its long steps has
+        started, a compile knows nothing of itself, and takes the median of what its peers on
+        the machine told (without it, a first CUTLASS build at -j32 on 16 cores ranked the
+        compiles whose ciccs had shown themselves heavy above one whose 59 s cicc had not
+        started, and that cicc waited until 76 s: 2026-11-24)."""
         now = self._now()
         if now - self._scaled_at < self.RESCALE_EVERY:
             return False
         self._scaled_at = now
         assert self.work is not None
-        scale = self._scale
+        own, shown = self._own_scale, False
         for record in self.records:
             expected = self.work[record.task_id]
             if record.start is None or expected < self.OVERRUN_FLOOR or record.slot is None:
                 continue
+            shown = True
             took = (record.end if record.end is not None else now) - record.start
-            scale = max(scale, took / expected)
-        if scale <= self._scale * 1.05:  # not worth a rename on the board
+            own = max(own, took / expected)
+        self._own_scale = own
+        if shown:
+            if own > self._told_scale * 1.05:
+                self.slots.tell_scale(own)
+                self._told_scale = own
+            scale = own
+        else:
+            scale = max(own, self.slots.peer_scale() or 1.0)
+        if abs(scale - self._scale) <= self._scale * 0.05:  # not worth a rename on the board
             return False
         self._scale = scale
         return True

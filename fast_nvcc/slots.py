@@ -73,6 +73,14 @@ class Slots:
     def left(self, seconds: float) -> None:
         """This compile has about ``seconds`` of steps left to run (learned costs or defaults)."""
 
+    def tell_scale(self, scale: float) -> None:
+        """This compile's long steps ran ``scale`` times their estimates (for its peers)."""
+
+    def peer_scale(self) -> float | None:
+        """How many times their estimates the other compiles' long steps ran (the median of
+        what they told); None where nothing is known."""
+        return None
+
     def release(self) -> None:
         self.held -= 1
 
@@ -176,6 +184,7 @@ class PoolSlots(Slots):
         self.board = os.path.join(directory, "requests")
         self.marks = os.path.join(directory, "marks")
         self.work = os.path.join(directory, "work")
+        self.scales = os.path.join(directory, "scales")
         self.size = max(1, size)
         # At most a fifth more commands than cores: 3 on 16 cores, none below 5 cores, where a
         # full ninja usually holds nothing back and over-subscribing costs more (2 cores,
@@ -185,8 +194,10 @@ class PoolSlots(Slots):
         os.makedirs(self.board, mode=0o700, exist_ok=True)
         os.makedirs(self.marks, mode=0o700, exist_ok=True)
         os.makedirs(self.work, mode=0o700, exist_ok=True)
+        os.makedirs(self.scales, mode=0o700, exist_ok=True)
         self._saturated = saturated  # is the build tool above us full? (looked up when needed)
         self._left: _Claim | None = None
+        self._scale: _Claim | None = None
         self._nearest, self._nearest_checked = False, -1.0
         self._slot_fds: dict[int, int] = {}  # slot -> an open descriptor of its lock file
         self._holds: list[_Hold] = []
@@ -245,14 +256,16 @@ class PoolSlots(Slots):
     def left(self, seconds: float) -> None:
         name = os.path.join(self.work, f"w-{min(_PRIORITY_SPAN, int(max(0.0, seconds) * 1000)):012d}-{os.getpid()}")
         self._nearest_checked = -1.0  # look again at the next ask
-        if self._left is None:
-            self._left = _Claim.make(name)
-        elif self._left.path != name:
-            try:
-                self._left = self._left.renamed(name)
-            except FileNotFoundError:  # removed by someone who took us for dead
-                self._left.drop()
-                self._left = _Claim.make(name)
+        self._left = _Claim.post(self._left, name)
+
+    def tell_scale(self, scale: float) -> None:
+        name = os.path.join(self.scales, f"s-{min(_PRIORITY_SPAN, int(max(0.0, scale) * 1000)):012d}-{os.getpid()}")
+        self._scale = _Claim.post(self._scale, name)
+
+    def peer_scale(self) -> float | None:
+        mine = f"-{os.getpid()}"
+        told = [int(n.split("-")[1]) / 1000 for n in _live(self.scales, "s-") if not n.endswith(mine)]
+        return told[len(told) // 2] if told else None  # sorted by name: by scale
 
     def _nearest_end(self) -> bool:
         """Is this compile one of the DRAIN_COMPILES with the least work left on the machine?"""
@@ -384,9 +397,10 @@ class PoolSlots(Slots):
 
     def close(self) -> None:
         self.release_all()
-        if self._left is not None:
-            self._left.drop()
-            self._left = None
+        for claim in (self._left, self._scale):
+            if claim is not None:
+                claim.drop()
+        self._left = self._scale = None
         for fd in self._slot_fds.values():
             os.close(fd)
         self._slot_fds.clear()
@@ -408,6 +422,19 @@ class _Claim:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.rename(hidden, path)
         return cls(path, fd)
+
+    @classmethod
+    def post(cls, claim: _Claim | None, path: str) -> _Claim:
+        """``claim`` under the name ``path`` (a new claim where there was none)."""
+        if claim is None:
+            return cls.make(path)
+        if claim.path == path:
+            return claim
+        try:
+            return claim.renamed(path)
+        except FileNotFoundError:  # removed by someone who took us for dead
+            claim.drop()
+            return cls.make(path)
 
     def renamed(self, path: str) -> _Claim:
         os.rename(self.path, path)
