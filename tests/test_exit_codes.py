@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from fast_nvcc import exit_codes
-from helpers import assert_same, compare
+from helpers import assert_same, cases, compare
 from plans import load_plan
 
 GENCODE_2 = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80"]
@@ -70,7 +70,7 @@ def failing(sources):
 
 
 @pytest.mark.parametrize("threads", [False, True], ids=["sequential", "t0"])
-@pytest.mark.parametrize("case", sorted(FAILURES))
+@pytest.mark.parametrize("case", cases(FAILURES, quick={"front-end"}))
 @pytest.mark.nvcc
 def test_failure_exit_code_as_nvcc(nvcc, failing, case, threads):
     args, plain_code, threaded_code = FAILURES[case]
