@@ -49,6 +49,7 @@ THREADS = {
     "t1": (["-t1"], False),
     "t2-t1": (["-t", "2", "-t", "1"], False),
     "t1-t2": (["-t1", "--threads", "2"], True),
+    "llm.c": (["--threads=0", "-t=0"], True),  # llm.c's Makefile, where the issue was seen
 }
 
 
