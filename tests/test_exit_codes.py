@@ -30,6 +30,7 @@ FAILURES = {
     "split-compile": (["-c", "syntax_error.cu", "-arch=sm_80", "--split-compile", "2"], 2, 255),
     # ptxas and nvlink exit 255 themselves.
     "ptxas": (["-c", "kernel.cu", "-Iinclude", "-arch=sm_80", "-Xptxas", "-bogus"], 255, 255),
+    "ptxas-asm-error": (["-c", "asm_error.cu", "-arch=sm_80"], 255, 255),  # PTX that ptxas rejects
     "nvlink-undefined": (["-rdc=true", "undefined.cu", "main.cu", "-arch=sm_80", "-o", "app"], 255, 255),
     # nvlink exits 1 on an input it cannot read; ld on an undefined symbol.
     "dlink-bad-object": (["-dlink", "bad.o", "-arch=sm_80", "-o", "dlink.o"], 1, 255),
@@ -62,6 +63,7 @@ def failing(sources):
         "#ifndef __CUDA_ARCH__\n#error host-side error only\n#endif\n__global__ void k(int *p) { p[0] = 1; }\n"
     )
     (sources / "undefined.cu").write_text("__device__ int g(int);\n__global__ void k(int *p) { p[0] = g(1); }\n")
+    (sources / "asm_error.cu").write_text('__global__ void k(int *p) { asm volatile("bogus.instruction;"); p[0] = 1; }\n')
     (sources / "host_undefined.cu").write_text("int h(int);\nint main() { return h(1); }\n")
     (sources / "crash").mkdir()
     crash = sources / "crash" / "gcc"
