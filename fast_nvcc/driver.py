@@ -15,9 +15,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from . import depfile, device_trace, nvcc_args
+from . import depfile, device_trace, exit_codes, nvcc_args
 from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
@@ -196,6 +196,7 @@ def _run_plan(
 
             dag = route_remote(dag, remote)
             handlers[Action.REMOTE] = remote_handler(remote)
+        threaded = exit_codes.uses_threads(nvcc_args.threads(effective))
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
         observer = _Observer(plan, config.save_dir) if config.wants_report or config.save_dir else None
         runner = Runner(
@@ -206,7 +207,7 @@ def _run_plan(
             jobs=jobs,
             priorities=priorities(dag, [c.seconds for c in costs]),
             work=[c.seconds for c in costs],
-            internal=_PlanInternal(effective, cwd=cwd),
+            internal=_PlanInternal(effective, cwd=cwd, threaded=threaded),
             handlers=handlers,
             messages=plan.messages,
             combine_output=combine,
@@ -221,6 +222,10 @@ def _run_plan(
             slots.close()
             if cache is not None:
                 cache[0].close()
+        if result.failed_task is not None:
+            failed = dag.tasks[result.failed_task].step
+            code = exit_codes.nvcc_exit_code(result.returncode, step=failed, plan=plan, threaded=threaded)
+            result = replace(result, returncode=code)
         _remove_partial_outputs(dag, result.records, cwd=cwd)
         if config.direct is not None and result.returncode == 0 and traces is None:
             _record_direct(config, plan, dag, result, combine)
@@ -554,9 +559,10 @@ def _size(path: str) -> int:
 
 
 class _PlanInternal(Internal):
-    def __init__(self, effective: list[str], *, cwd: str) -> None:
+    def __init__(self, effective: list[str], *, cwd: str, threaded: bool) -> None:
         self.options = nvcc_args.dependency_options(effective)
         self.cwd = cwd
+        self.threaded = threaded
 
     def depfile(self, step: Step) -> bytes | None:
         data = []
@@ -570,7 +576,8 @@ class _PlanInternal(Internal):
         try:
             write_atomically(os.path.join(self.cwd, step.outputs[0]), text)
         except OSError:
-            raise StepFailed(f"nvcc fatal   : Could not open output file {step.outputs[0]}\n") from None
+            message = f"Could not open output file {step.outputs[0]}"
+            raise StepFailed(exit_codes.fatal_message(message, threaded=self.threaded)) from None
         return None
 
     def remove(self, step: Step) -> None:

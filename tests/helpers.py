@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 DATA = Path(__file__).parent / "data"
 SOURCES = DATA / "src"
 # nvcc embeds its temporary names (tmpxft_<pid>_<n>) in objects; they are the only bytes that
@@ -160,3 +162,8 @@ def _diff(what: str, plain: bytes, fast: bytes) -> str:
 def copy_sources(destination: Path) -> Path:
     shutil.copytree(SOURCES, destination)
     return destination
+
+
+def cases(names, *, quick=frozenset()) -> list:
+    """``names`` sorted for ``parametrize``; those in ``quick`` also run in scripts/test --quick."""
+    return [pytest.param(n, marks=pytest.mark.quick) if n in quick else n for n in sorted(names)]
