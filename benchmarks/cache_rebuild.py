@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
-"""The cache (--cache): direct mode and the per-step cache, on a medium source
+"""The per-step cache (--cache), on a medium source
 (benchmarks/tree/src/unit02_reduce_medium.cu: a Thrust reduction and its one header) for two
 targets, or heavy.cu (--source heavy) for eight:
 
-1. cold, then an unchanged rebuild: served by direct mode (no step, no dryrun);
-2. the same with direct mode off (FAST_NVCC_DIRECT=0): the per-step cache alone;
-3. the header touched without a change to its content: still a direct hit;
-4. the header changed (a host-only function added): a direct miss, cicc reruns, its PTX is the
-   same, so every ptxas hits;
-5. one more architecture (examples/cmake/src/reduce.cu, which uses no CCCL; with CCCL every
+1. cold, then an unchanged rebuild: every step a hit;
+2. the header touched without a change to its content: every step a hit;
+3. the header changed (a host-only function added): cicc reruns, its PTX is the same, so every
+   ptxas hits;
+4. one more architecture (examples/cmake/src/reduce.cu, which uses no CCCL; with CCCL every
    step misses: its namespace names the architectures).
 
 Each scenario starts from an empty cache directory that knows the split host compile's
@@ -16,7 +15,7 @@ placeholder (learned once per machine and fatbinary, fast_nvcc/hostsplit.py), as
 directory does after its first compile, and no step costs (history.sqlite, which decides the
 order of the steps); so does the compile without --cache it is compared with.
 
-Each row: wall time, how the compile was served (direct hit, or hits/misses per tool, from
+Each row: wall time, how the compile was served (hits/misses per tool, from
 FAST_NVCC_LOG), the ratio to that scenario's cold compile; plain nvcc and `nvcc --dryrun` are
 timed in the same run; every object is checked against plain nvcc's (temp names masked).
 fast_nvcc runs with Python's bytecode cache allowed, as an installed package has it.
@@ -68,12 +67,10 @@ class Runner:
         self.rows: list[dict] = []
         self.identical = True
 
-    def fast(self, args: list[str], cache: Path, *, direct: bool = True) -> tuple[float, dict]:
+    def fast(self, args: list[str], cache: Path) -> tuple[float, dict]:
         self.log.unlink(missing_ok=True)
         env = fast_nvcc_env({"FAST_NVCC_CACHE_DIR": str(cache), "FAST_NVCC_LOG": str(self.log)})
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        if not direct:
-            env["FAST_NVCC_DIRECT"] = "0"
         seconds = timed([*fast_nvcc_command(), "--nvcc", self.nvcc, "--cache", "--", *args, "-o", "fast.o"],
                         cwd=self.work, env=env)  # fmt: skip
         (record,) = read_log(self.log)
@@ -99,16 +96,15 @@ class Runner:
             shutil.copy(ROOT / "examples" / "cmake" / "src" / name, self.work / name)
         self.fast(["-c", "saxpy.cu", "-arch=sm_80"], self.work / "cache-teach")
 
-    def scenario(self, name: str, before: list[str], after: list[str], *, edit=None, direct: bool = True,
-                 repeat: int = 1) -> None:  # fmt: skip
+    def scenario(self, name: str, before: list[str], after: list[str], *, edit=None, repeat: int = 1) -> None:
         cache = self.work / f"cache-{len(self.rows)}"
         shutil.copytree(self.work / "cache-teach" / "fatbin-templates", cache / "fatbin-templates")
-        cold, _ = self.fast(before, cache, direct=direct)
+        cold, _ = self.fast(before, cache)
         if edit:
             edit()
         runs = []
         for _ in range(repeat):
-            runs.append(self.fast(after, cache, direct=direct))
+            runs.append(self.fast(after, cache))
         warm = statistics.median(s for s, _ in runs)
         served = runs[-1][1]
         self.check(after)
@@ -117,11 +113,7 @@ class Runner:
 
 
 def fmt_served(cache: dict) -> str:
-    if cache.get("direct") == "hit":
-        return "direct hit: no step ran"
-    tools = ", ".join(f"{t} {c['hits']}/{c['hits'] + c['misses']}" for t, c in cache.get("tools", {}).items())
-    direct = cache.get("direct")
-    return f"{tools}" + (f" (direct: {direct})" if direct else "")
+    return ", ".join(f"{t} {c['hits']}/{c['hits'] + c['misses']}" for t, c in cache.get("tools", {}).items())
 
 
 def time_plain(nvcc: str, work: Path, args: list[str]) -> tuple[float, float]:
@@ -139,7 +131,7 @@ def main() -> int:
     parser.add_argument("--nvcc")
     parser.add_argument("--source", choices=sorted(SOURCES), default="medium")
     parser.add_argument("--targets", type=int, choices=(2, 8), default=2, help="2: sm_80, sm_86; 8: the issue's set")
-    parser.add_argument("--repeat", type=int, default=3, help="direct-hit rebuilds timed per scenario (median)")
+    parser.add_argument("--repeat", type=int, default=3, help="rebuilds timed per scenario (median)")
     parser.add_argument("--json")
     options = parser.parse_args()
     nvcc = find_nvcc(options.nvcc)
@@ -158,9 +150,7 @@ def main() -> int:
         run.teach()
         uncached = run.uncached(compile_args)
         print(f"fast_nvcc without --cache {uncached:.2f} s", file=sys.stderr, flush=True)
-        time.sleep(0.1)  # files just copied are newer than direct mode records
         run.scenario("unchanged rebuild", compile_args, compile_args, repeat=options.repeat)
-        run.scenario("unchanged rebuild, direct mode off (per-step cache)", compile_args, compile_args, direct=False)
         if header is not None:
             touched = work / header.name
 
@@ -185,7 +175,7 @@ def main() -> int:
     print(f"\n## The cache: {source.name}, {len(after) // 2} -gencode targets (reduce.cu where noted)")
     print(f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['gcc']}, {info['date']}")
     print(f"plain nvcc: {plain:.2f} s; fast_nvcc without --cache: {uncached:.2f} s; nvcc --dryrun: {dryrun:.3f} s"
-          " (not run on a direct hit)\n")  # fmt: skip
+          "\n")  # fmt: skip
     print("| scenario | cold s | then s | cold / then | served by |")
     print("|---|---:|---:|---:|---|")
     for row in run.rows:
