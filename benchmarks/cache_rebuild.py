@@ -246,14 +246,22 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def duration(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
+
+
+def ratio(value: float) -> str:
+    return f"{value:.2f}x" if value >= 0.1 else f"{value:.4f}x"
+
+
 def format_table(rows: list[Row], plain: dict[str, float]) -> str:
     lines = ["| | " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * len(COLUMNS),
-             "| plain nvcc | " + " | ".join(f"{plain[c]:.2f} s" for c in COLUMNS) + " |"]  # fmt: skip
+             "| plain nvcc | " + " | ".join(duration(plain[c]) for c in COLUMNS) + " |"]  # fmt: skip
     for row in rows:
         cells = []
         for column in COLUMNS:
             cell = row.cells.get(column)
-            cells.append("n/a" if cell is None else f"{cell.seconds:.2f} s ({cell.seconds / plain[column]:.2f}x)")
+            cells.append("n/a" if cell is None else f"{duration(cell.seconds)} ({ratio(cell.seconds / plain[column])})")
         lines.append(f"| {row.name} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("How each was served:")
@@ -278,7 +286,7 @@ def main() -> int:
     source = SOURCES[options.source]
     with tempfile.TemporaryDirectory(prefix="fast_nvcc-cache-bench-") as tmp:
         work = Path(tmp)
-        tools = find_tools(Path(options.tools), work)
+        tools = find_tools(Path(options.tools).resolve(), work)
         os.environ.update(tools.env)  # unpacked packages' libraries, for every tool started below
         shutil.copy(source, work / source.name)
         bench = Bench(nvcc, work, tools, source.name, options.repeat)
