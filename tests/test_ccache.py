@@ -185,7 +185,7 @@ def redis(tmp_path):
 def test_team_shares_one_redis(toolchain, prefix, sources, tmp_path, redis):
     """Two developers (two cache directories) and one Redis: the second one's compile is the
     first one's result, and runs nothing."""
-    if "redis-storage" not in subprocess.run([CCACHE, "--version"], capture_output=True, text=True).stdout:
+    if "redis-storage" not in subprocess.run([CCACHE, "--version"], capture_output=True, text=True, check=False).stdout:
         pytest.skip("this ccache is built without Redis storage")
     args = ["-c", "kernel.cu", I, "-arch=sm_80", "-MD", "-o", "kernel.o"]
     expected = plain(toolchain, args, sources, tmp_path)
