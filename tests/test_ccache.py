@@ -6,7 +6,8 @@ preprocessing for the key runs plain nvcc.  With the real ccache (Debian's, from
 scripts/setup-env), each ccache in a private CCACHE_DIR and configuration file:
 
 * a miss and a hit give nvcc's outputs, stdout, stderr and exit code (tests/helpers.py's
-  comparison), and fast_nvcc ran the miss (its FAST_NVCC_LOG has the record) and not the hit;
+  comparison), and fast_nvcc ran the miss (its FAST_NVCC_LOG has the record) and not the hit,
+  also a hit with another object name or directory, or from another build directory;
 * failing compiles pass through with nvcc's message and exit code and are never cached;
 * two cache directories sharing one real redis-server (ccache's ``remote_storage``): the second
   hits what the first stored;
@@ -153,6 +154,28 @@ def test_miss_then_hit_give_nvcc_outputs(toolchain, prefix, sources, tmp_path, c
         alone_hit = alone.compile(toolchain, args, cwd=sources, tmpdir=tmp_path / "tmp")
         assert alone.served() == {"cache_miss": 1, "direct_cache_hit": 1}
         assert hit.files["kernel.o.d"] == alone_hit.files["kernel.o.d"]
+
+
+def test_hit_with_another_object_name_and_build_directory(toolchain, prefix, sources, tmp_path):
+    """A whole-compile hit whatever the object's name and directory, and from a second build
+    directory: with ``-gencode`` spelled so, ccache 4.7 takes it for ``-g`` and keys the working
+    directory, which CCACHE_NOHASHDIR=1 leaves out (docs/cache.md)."""
+    args = ["-c", str(sources / "kernel.cu"), f"-I{sources / 'include'}", "-gencode", "arch=compute_80,code=sm_80"]
+    builds = {name: tmp_path / name for name in ("build-a", "build-b")}
+    for build in builds.values():
+        (build / "sub").mkdir(parents=True)
+    expected = run_tool([toolchain, *args, "-o", "kernel.o"], cwd=builds["build-a"], tmpdir=tmp_path / "plain-tmp")
+    remove_files(builds["build-a"], expected)
+    cache = Ccache(tmp_path / "ccache", prefix, nohashdir="1")
+    served = []
+    for build, output in (("build-a", "kernel.o"), ("build-a", "sub/other.o"), ("build-b", "kernel.o")):
+        outcome = cache.compile(toolchain, [*args, "-o", output], cwd=builds[build], tmpdir=tmp_path / "tmp")
+        assert outcome.returncode == 0 and sorted(outcome.files) == [output]
+        assert mask(outcome.files[output]) == mask(expected.files["kernel.o"]), (build, output)
+        served.append(cache.served())
+    assert served == [{"cache_miss": 1}, {"cache_miss": 1, "direct_cache_hit": 1},
+                      {"cache_miss": 1, "direct_cache_hit": 2}]  # fmt: skip
+    assert len(cache.fast_nvcc_runs()) == 1
 
 
 @pytest.mark.parametrize("source", ["syntax_error.cu", "device_error.cu"])
