@@ -62,8 +62,7 @@ if TYPE_CHECKING:
 
 FORMAT = b"fast_nvcc step cache 1\n"
 DEFAULT_SIZE = 5 * 1024**3
-# By plan.Kind value (the plan module is imported only where keys are made: a direct-mode hit
-# needs none of it).
+# By plan.Kind value (the plan module is imported only where keys are made).
 CACHEABLE = {"cudafe++": "placeholders", "cicc": "placeholders", "ptxas": "placeholders", "host-compile": "exact"}
 TEXT_KINDS = {"cudafe++", "cicc"}  # their outputs are C/PTX/module_id text
 TEMP_TAG = re.compile(r"tmpxft_([0-9a-f]{8})_([0-9a-f]{8})")  # as plan.TEMP_TAG
@@ -218,17 +217,6 @@ class StepCache:
         self.evict()
         return True
 
-    def read_blob(self, key: str) -> tuple[dict, list[bytes], list[tuple[int, bytes]]] | None:
-        """(header, files, captures) of an entry, marked as used; None if absent or corrupt."""
-        path = self.entry_path(key)
-        payload = self._read_entry(path)
-        if payload is not None:
-            self._execute("UPDATE entries SET last_used = ? WHERE key = ?", (time.time(), key))
-        return payload
-
-    def count(self, tool: str, *, hit: bool) -> None:
-        self._count(tool, hit=hit)
-
     def _read_entry(self, path: str):
         try:
             with open(path, "rb") as handle:
@@ -283,10 +271,8 @@ class StepCache:
         count, size = entries[0] if entries else (0, 0)
         tools = {tool: {"hits": hits, "misses": misses}
                  for tool, hits, misses in self._execute("SELECT tool, hits, misses FROM counts ORDER BY tool")}  # fmt: skip
-        # Whole compiles served by direct mode (fast_nvcc/direct.py), apart from the steps.
-        direct = tools.pop("direct", {"hits": 0, "misses": 0})
         return {"directory": self.directory, "entries": count, "bytes": size, "limit": self.size_limit,
-                "direct": direct, "tools": tools}  # fmt: skip
+                "tools": tools}  # fmt: skip
 
     def clear(self) -> None:
         self.close()
@@ -521,12 +507,6 @@ def main(argv: Sequence[str]) -> int:
     print(f"cache directory  {stats['directory']}")
     print(f"entries          {stats['entries']}")
     print(f"size             {_human(stats['bytes'])} of {_human(stats['limit'])}")
-    direct = stats["direct"]
-    looked_up = direct["hits"] + direct["misses"]
-    if looked_up:
-        rate = f"{100 * direct['hits'] / looked_up:.0f}%"
-        print(f"\ncompiles looked up in direct mode: {looked_up}: direct hits {direct['hits']}, misses "
-              f"{direct['misses']} ({rate} served without running a step; the misses ran with the step cache)")  # fmt: skip
     if stats["tools"]:
         print(f"\nsteps run with the step cache\n{'tool':12} {'hits':>8} {'misses':>8} {'hit rate':>9}")
         for tool, counts in stats["tools"].items():

@@ -50,7 +50,6 @@ class Config:
     log: str | None = None  # FAST_NVCC_LOG
     cache: bool = False  # --cache or FAST_NVCC_CACHE=1
     device_trace: bool = False  # --device-trace or FAST_NVCC_DEVICE_TRACE=1
-    direct: object = None  # the direct-mode lookup that missed (fast_nvcc/direct.py), to record this compile
     remote: str | None = None  # --remote (else FAST_NVCC_REMOTE)
 
     @property
@@ -227,8 +226,6 @@ def _run_plan(
             code = exit_codes.nvcc_exit_code(result.returncode, step=failed, plan=plan, threaded=threaded)
             result = replace(result, returncode=code)
         _remove_partial_outputs(dag, result.records, cwd=cwd)
-        if config.direct is not None and result.returncode == 0 and traces is None:
-            _record_direct(config, plan, dag, result, combine)
         if remote is not None:
             remote.conclude()
             for task_id, outcome in remote.outcomes.items():
@@ -270,15 +267,6 @@ def _run_plan(
         for sig, handler in previous.items():
             if signal.getsignal(sig) is _interrupt:
                 signal.signal(sig, handler)
-
-
-def _record_direct(config: Config, plan: Plan, dag: Dag, result: RunResult, combined: bool) -> None:
-    from . import direct
-
-    try:
-        direct.record(config.direct, plan=plan, dag=dag, records=result.records, combined=combined)
-    except Exception as exc:  # the compile is done and right; only its next lookup is lost
-        _say(config, f"direct mode: not recorded: {type(exc).__name__}: {exc}")
 
 
 def _handlers(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, combined: bool):
@@ -475,8 +463,6 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
     if config.summary:
         what = " ".join(os.path.basename(s) for s in sources) + " -> " + " ".join(os.path.relpath(o, cwd) for o in outputs)
         sys.stderr.write(reports.format_summary(report, what=what))
-        if config.direct is not None:
-            sys.stderr.write("  direct: " + "; ".join([config.direct.outcome, *config.direct.notes]) + "\n")
         sys.stderr.flush()
     if config.log:
         record = reports.log_record(
@@ -489,11 +475,6 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
             record["device_trace"] = {"file": sidecar, "id": f"{os.getpid()}-{started}"}
             line = device_trace.sidecar_line(record["device_trace"]["id"], plan, tool_events)
             _try_report(lambda: reports.append_log(sidecar, line), "FAST_NVCC_LOG device traces")
-        if config.direct is not None:
-            cache = record.setdefault("cache", {"hits": 0, "misses": 0, "tools": {}})
-            cache["direct"] = config.direct.outcome
-            if config.direct.notes:
-                cache["direct_note"] = "; ".join(config.direct.notes)
         _try_report(lambda: reports.append_log(config.log, record), "FAST_NVCC_LOG")
 
 
