@@ -14,6 +14,7 @@ fast_nvcc never adds it on its own, and with it the fair comparison is nvcc's ow
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -54,39 +55,46 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fast_nvcc-bench-") as tmp:
         work = Path(tmp)
         log = work / "fast_nvcc.jsonl"
+        learned_state, first_state = work / "state", work / "first-state"
+        fast = [*fast_nvcc_command(), "--nvcc", nvcc, *options.fast_options.split(), "--"]
         variants = {
             "nvcc": ([nvcc, *args], None),
             "nvcc -t0": ([nvcc, "-t0", *args], None),
             "nvcc -t0 --split-compile 0": ([nvcc, "-t0", "--split-compile", "0", *args], None),
+            # A first compile: no cost history, no learned .fatbin.c placeholder (a fresh state
+            # directory before every run), as on a new machine or a CI runner.
+            "fast_nvcc, first compile": (
+                [*fast, *args],
+                fast_nvcc_env({"FAST_NVCC_LOG": str(work / "first.jsonl"), "FAST_NVCC_CACHE_DIR": str(first_state)}),
+            ),
             "fast_nvcc": (
-                [*fast_nvcc_command(), "--nvcc", nvcc, *options.fast_options.split(), "--", *args],
-                fast_nvcc_env({"FAST_NVCC_LOG": str(log)}),
+                [*fast, *args],
+                fast_nvcc_env({"FAST_NVCC_LOG": str(log), "FAST_NVCC_CACHE_DIR": str(learned_state)}),
             ),
             "fast_nvcc, nvcc args with --split-compile 0": (
-                [*fast_nvcc_command(), "--nvcc", nvcc, *options.fast_options.split(), "--", "--split-compile", "0",
-                 *args],
-                fast_nvcc_env({"FAST_NVCC_LOG": str(work / "split.jsonl")}),
+                [*fast, "--split-compile", "0", *args],
+                fast_nvcc_env({"FAST_NVCC_LOG": str(work / "split.jsonl"), "FAST_NVCC_CACHE_DIR": str(learned_state)}),
             ),
         }
         series = {name: Series(name) for name in variants}
         names = list(variants)
-        # fast_nvcc learns the placeholder .fatbin.c of this toolkit's fatbinary from its first
-        # compile (fast_nvcc/hostsplit.py), once per machine and toolkit, not per source: an
-        # untimed small compile stands for the build's earlier compiles.
+        # "fast_nvcc" stands for a compile whose build has been seen: an untimed compile of the
+        # same source learns its costs first.
         warm_command, warm_env = variants["fast_nvcc"]
-        warm_command = [*warm_command[: warm_command.index("--") + 1], "-c", str(BENCHMARKS / "small.cu"), *targets]
         timed([*warm_command, "-o", str(work / "warm-up.o")], cwd=work, env=warm_env)
         log.unlink(missing_ok=True)
         for run in range(options.runs):
             order = names[run % len(names) :] + names[: run % len(names)]
             for name in order:
                 command, env = variants[name]
+                shutil.rmtree(first_state, ignore_errors=True)
                 out = work / f"{name.replace(' ', '_')}.{run}.o"
                 seconds = timed([*command, "-o", str(out)], cwd=work, env=env)
                 series[name].seconds.append(seconds)
                 print(f"run {run + 1}: {name:28s} {seconds:7.2f} s", file=sys.stderr, flush=True)
         runs = range(options.runs)
-        identical = all(masked(work / f"nvcc.{r}.o") == masked(work / f"fast_nvcc.{r}.o") for r in runs)
+        identical = all(masked(work / f"nvcc.{r}.o") == masked(work / f"{name}.{r}.o")
+                        for r in runs for name in ("fast_nvcc", "fast_nvcc,_first_compile"))
         # nvcc's own --split-compile output can differ from run to run (measured on 16 cores:
         # two runs, two objects of different sizes); then no comparison with it means anything.
         nvcc_split = {masked(work / f"nvcc_-t0_--split-compile_0.{r}.o") for r in runs}
@@ -94,9 +102,11 @@ def main() -> int:
         split_reproducible = len(nvcc_split) == 1
         identical_split = ours_split == nvcc_split if split_reproducible else None
         records = read_log(log)
+        first_records = read_log(work / "first.jsonl")
         split_records = read_log(work / "split.jsonl")
 
     critical = statistics.median(r["critical_path_seconds"] for r in records) if records else float("nan")
+    first_critical = statistics.median(r["critical_path_seconds"] for r in first_records) if first_records else float("nan")
     split_runs = sum(any(step["tool"] == "as" for step in r["steps"]) for r in records)
     split_critical = statistics.median(r["critical_path_seconds"] for r in split_records) if split_records else float("nan")
     ours = series["fast_nvcc"]
@@ -107,6 +117,9 @@ def main() -> int:
     print(ratio_table(list(series.values()), baselines=names[:3]))
     print(f"\nfast_nvcc's critical path (its own step times): {critical:.2f} s;"
           f" fast_nvcc wall / critical path = {ours.median / critical:.2f}")  # fmt: skip
+    first = series["fast_nvcc, first compile"]
+    print(f"first compile: critical path {first_critical:.2f} s; wall / critical path = "
+          f"{first.median / first_critical:.2f}; against the learned compile: {first.median / ours.median:.2f}x")
     print(f"with --split-compile 0: critical path {split_critical:.2f} s; wall / critical path = "
           f"{ours_split.median / split_critical:.2f}; against nvcc -t0 --split-compile 0: "
           f"{ours_split.median / series['nvcc -t0 --split-compile 0'].median:.2f}x")  # fmt: skip
@@ -117,7 +130,7 @@ def main() -> int:
     write_json(options.json, {
         "scenario": "heavy", "machine": info, "targets": len(targets) // 2,
         "series": {s.name: s.seconds for s in series.values()},
-        "critical_path_seconds": critical, "split_critical_path_seconds": split_critical,
+        "critical_path_seconds": critical, "first_critical_path_seconds": first_critical, "split_critical_path_seconds": split_critical,
         "identical": identical, "identical_split": identical_split,
     })  # fmt: skip
     return 0 if identical and identical_split is not False else 1

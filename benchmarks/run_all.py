@@ -32,7 +32,7 @@ def main() -> int:
     benchmarks = {
         "small": ["small_compile.py", "--runs", str(options.small_runs)],
         "heavy": ["heavy_compile.py", "--runs", str(options.heavy_runs), *(["--targets", "2"] if quick else [])],
-        "cache": ["cache_rebuild.py", *(["--targets", "2"] if quick else ["--source", "heavy", "--targets", "8"])],
+        "cache": ["cache_rebuild.py", *(["--repeat", "1"] if quick else [])],
         "parallel": ["parallel_build.py", *(["--archs", "75;80"] if quick else [])],
         "device": ["device_trace.py", *(["--runs", "1"] if quick else [])],
     }

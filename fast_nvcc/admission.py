@@ -35,8 +35,9 @@ class Admission:
             return False
         if self._commands < self.slots.implicit + self.slots.held:
             # An idle slot of ours: keep it, unless this would be an extra step of this compile
-            # and the pool has a better claim waiting (it is released below and asked for anew).
-            if self._commands and self.slots.outranked(priority):
+            # (or any step, once the pool says started compiles compete) and the pool has a
+            # better claim waiting (it is released below and asked for anew).
+            if (self._commands or self.slots.competes()) and self.slots.outranked(priority):
                 return False
         elif not self.slots.try_acquire(priority):
             return False

@@ -49,11 +49,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from .cache_keys import (
-    KeyMaker,
-    Prepared,
-    name_reaches_object,  # noqa: F401 - direct.py asks the cache for it
-)
+from .cache_keys import KeyMaker, Prepared
 from .cache_store import DEFAULT_SIZE, StepCache
 from .errors import FastNvccError
 from .files import read_bytes
@@ -110,12 +106,6 @@ def main(argv: Sequence[str]) -> int:
     print(f"cache directory  {stats['directory']}")
     print(f"entries          {stats['entries']}")
     print(f"size             {_human(stats['bytes'])} of {_human(stats['limit'])}")
-    direct = stats["direct"]
-    looked_up = direct["hits"] + direct["misses"]
-    if looked_up:
-        rate = f"{100 * direct['hits'] / looked_up:.0f}%"
-        print(f"\ncompiles looked up in direct mode: {looked_up}: direct hits {direct['hits']}, misses "
-              f"{direct['misses']} ({rate} served without running a step; the misses ran with the step cache)")  # fmt: skip
     if stats["tools"]:
         print(f"\nsteps run with the step cache\n{'tool':12} {'hits':>8} {'misses':>8} {'hit rate':>9}")
         for tool, counts in stats["tools"].items():

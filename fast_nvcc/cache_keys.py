@@ -19,8 +19,7 @@ if TYPE_CHECKING:
     from .graph import Task
 
 FORMAT = b"fast_nvcc step cache 1\n"
-# By plan.Kind value (the plan module is imported only where keys are made: a direct-mode hit
-# needs none of it).
+# By plan.Kind value (the plan module is imported only where keys are made).
 CACHEABLE = {"cudafe++": "placeholders", "cicc": "placeholders", "ptxas": "placeholders", "host-compile": "exact"}
 TEXT_KINDS = {"cudafe++", "cicc"}  # their outputs are C/PTX/module_id text
 TEMP_TAG = re.compile(r"tmpxft_([0-9a-f]{8})_([0-9a-f]{8})")  # as plan.TEMP_TAG

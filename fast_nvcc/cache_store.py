@@ -55,31 +55,15 @@ class StepCache:
         except OSError:
             return  # an output the step did not write after all: not worth caching
         hidden = [(fd, hide_names(data, prepared, text=True)) for fd, data in captures]
-        self.write_blob(prepared.key, prepared.tool, files, hidden, {"combined": prepared.combined})
-
-    # direct.py's entries (a whole compile's result and manifests) go through these.
-
-    def write_blob(self, key: str, tool: str, files: Sequence[bytes], captures: Sequence[tuple[int, bytes]],
-                   extra: Mapping | None = None) -> bool:  # fmt: skip
-        """One entry: files and captured output, with a header of ``extra`` fields."""
-        return self.files.write_blob(key, tool, files, captures, extra)
-
-    def read_blob(self, key: str) -> tuple[dict, list[bytes], list[tuple[int, bytes]]] | None:
-        """(header, files, captures) of an entry, marked as used; None if absent or corrupt."""
-        return self.files.read_blob(key)
-
-    def count(self, tool: str, *, hit: bool) -> None:
-        self.index.count(tool, hit=hit)
+        self.files.write_blob(prepared.key, prepared.tool, files, hidden, {"combined": prepared.combined})
 
     def stats(self) -> dict:
         entries = self.index.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries")
         count, size = entries[0] if entries else (0, 0)
         tools = {tool: {"hits": hits, "misses": misses}
                  for tool, hits, misses in self.index.execute("SELECT tool, hits, misses FROM counts ORDER BY tool")}  # fmt: skip
-        # Whole compiles served by direct mode (fast_nvcc/direct.py), apart from the steps.
-        direct = tools.pop("direct", {"hits": 0, "misses": 0})
         return {"directory": self.directory, "entries": count, "bytes": size, "limit": self.size_limit,
-                "direct": direct, "tools": tools}  # fmt: skip
+                "tools": tools}  # fmt: skip
 
     def clear(self) -> None:
         self.close()
@@ -136,14 +120,6 @@ class EntryFiles:
         self.index.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", (key, tool, len(blob), time.time()))
         self.evict()
         return True
-
-    def read_blob(self, key: str) -> tuple[dict, list[bytes], list[tuple[int, bytes]]] | None:
-        """(header, files, captures) of an entry, marked as used; None if absent or corrupt."""
-        path = self.entry_path(key)
-        payload = self.read(path)
-        if payload is not None:
-            self.index.execute("UPDATE entries SET last_used = ? WHERE key = ?", (time.time(), key))
-        return payload
 
     def read(self, path: str):
         try:

@@ -5,7 +5,7 @@ has been forwarded.  Those files lived in the work directory, in ``$TMPDIR``: on
 system the step's own message (gcc's ``No space left on device``) could not be written there
 either, and the compile failed without a word, where nvcc prints it.  An anonymous memory file
 (``memfd_create``) has no file system to fill, and nothing of it outlives fast_nvcc, however
-it dies.  Its readers (the forwarding, the cache, direct mode, ``--save``) open it by its
+it dies.  Its readers (the forwarding, the cache, ``--save``) open it by its
 ``/proc/self/fd`` path like any other file.  Where there is no memfd or no ``/proc``, or no
 descriptor left, a capture is a file in the work directory, as before.
 

@@ -152,16 +152,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = os.environ.get("FAST_NVCC_LOG") or None
     device_trace = options.device_trace or os.environ.get("FAST_NVCC_DEVICE_TRACE", "0") not in ("", "0")
     try:
-        # Before the driver's imports: a direct-mode cache hit needs none of them.
-        from . import direct
-
-        steps_wanted = bool(options.graph or options.table or options.trace or options.plan_listing
-                            or options.save_dir or options.faithful or device_trace)  # fmt: skip
-        lookup = direct.attempt(nvcc or options.nvcc, nvcc_args, direct.Options(
-            cache=options.cache, summary=options.summary, verbose=options.verbose, log=log,
-            steps_wanted=steps_wanted))  # fmt: skip
-        if isinstance(lookup, int):
-            return lookup
         from .driver import Config, run
 
         config = Config(
@@ -179,7 +169,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             log=log,
             cache=options.cache,
             device_trace=device_trace,
-            direct=lookup,
             remote=options.remote,
         )
         return run(config, nvcc_args)

@@ -15,9 +15,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from . import depfile, device_trace, nvcc_args
+from . import depfile, device_trace, exit_codes, nvcc_args
 from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
@@ -50,7 +50,6 @@ class Config:
     log: str | None = None  # FAST_NVCC_LOG
     cache: bool = False  # --cache or FAST_NVCC_CACHE=1
     device_trace: bool = False  # --device-trace or FAST_NVCC_DEVICE_TRACE=1
-    direct: object = None  # the direct-mode lookup that missed (fast_nvcc/direct.py), to record this compile
     remote: str | None = None  # --remote (else FAST_NVCC_REMOTE)
 
     @property
@@ -196,6 +195,7 @@ def _run_plan(
 
             dag = route_remote(dag, remote)
             handlers[Action.REMOTE] = remote_handler(remote)
+        threaded = exit_codes.uses_threads(nvcc_args.threads(effective))
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
         observer = _Observer(plan, config.save_dir) if config.wants_report or config.save_dir else None
         runner = Runner(
@@ -206,7 +206,7 @@ def _run_plan(
             jobs=jobs,
             priorities=priorities(dag, [c.seconds for c in costs]),
             work=[c.seconds for c in costs],
-            internal=_PlanInternal(effective, cwd=cwd),
+            internal=_PlanInternal(effective, cwd=cwd, threaded=threaded),
             handlers=handlers,
             messages=plan.messages,
             combine_output=combine,
@@ -221,9 +221,11 @@ def _run_plan(
             slots.close()
             if cache is not None:
                 cache[0].close()
+        if result.failed_task is not None:
+            failed = dag.tasks[result.failed_task].step
+            code = exit_codes.nvcc_exit_code(result.returncode, step=failed, plan=plan, threaded=threaded)
+            result = replace(result, returncode=code)
         _remove_partial_outputs(dag, result.records, cwd=cwd)
-        if config.direct is not None and result.returncode == 0 and traces is None:
-            _record_direct(config, plan, dag, result, combine)
         if remote is not None:
             remote.ledger.conclude()
             for task_id, outcome in remote.ledger.outcomes.items():
@@ -265,15 +267,6 @@ def _run_plan(
         for sig, handler in previous.items():
             if signal.getsignal(sig) is _interrupt:
                 signal.signal(sig, handler)
-
-
-def _record_direct(config: Config, plan: Plan, dag: Dag, result: RunResult, combined: bool) -> None:
-    from . import direct
-
-    try:
-        direct.record(config.direct, plan=plan, dag=dag, records=result.records, combined=combined)
-    except Exception as exc:  # the compile is done and right; only its next lookup is lost
-        _say(config, f"direct mode: not recorded: {type(exc).__name__}: {exc}")
 
 
 def _handlers(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, combined: bool):
@@ -470,8 +463,6 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
     if config.summary:
         what = " ".join(os.path.basename(s) for s in sources) + " -> " + " ".join(os.path.relpath(o, cwd) for o in outputs)
         sys.stderr.write(reports.format_summary(report, what=what))
-        if config.direct is not None:
-            sys.stderr.write("  direct: " + "; ".join([config.direct.outcome, *config.direct.notes]) + "\n")
         sys.stderr.flush()
     if config.log:
         record = reports.log_record(
@@ -484,11 +475,6 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
             record["device_trace"] = {"file": sidecar, "id": f"{os.getpid()}-{started}"}
             line = device_trace.sidecar_line(record["device_trace"]["id"], plan, tool_events)
             _try_report(lambda: reports.append_log(sidecar, line), "FAST_NVCC_LOG device traces")
-        if config.direct is not None:
-            cache = record.setdefault("cache", {"hits": 0, "misses": 0, "tools": {}})
-            cache["direct"] = config.direct.outcome
-            if config.direct.notes:
-                cache["direct_note"] = "; ".join(config.direct.notes)
         _try_report(lambda: reports.append_log(config.log, record), "FAST_NVCC_LOG")
 
 
@@ -554,9 +540,10 @@ def _size(path: str) -> int:
 
 
 class _PlanInternal(Internal):
-    def __init__(self, effective: list[str], *, cwd: str) -> None:
+    def __init__(self, effective: list[str], *, cwd: str, threaded: bool) -> None:
         self.options = nvcc_args.dependency_options(effective)
         self.cwd = cwd
+        self.threaded = threaded
 
     def depfile(self, step: Step) -> bytes | None:
         data = []
@@ -570,7 +557,8 @@ class _PlanInternal(Internal):
         try:
             write_atomically(os.path.join(self.cwd, step.outputs[0]), text)
         except OSError:
-            raise StepFailed(f"nvcc fatal   : Could not open output file {step.outputs[0]}\n") from None
+            message = f"Could not open output file {step.outputs[0]}"
+            raise StepFailed(exit_codes.fatal_message(message, threaded=self.threaded)) from None
         return None
 
     def remove(self, step: Step) -> None:

@@ -201,6 +201,8 @@ def run_front(run: TaskRun, cache=None) -> None:
     run.shared[task.id] = "nothing learned yet for this fatbinary"
     template = _template(run)
     placeholder = read_template(template) if template else None
+    if placeholder is None and template:
+        placeholder = _probe_template(run, template)
     if placeholder is None:
         run.finish(0)
         return
@@ -361,6 +363,58 @@ def _canonical(stub: bytes) -> bytes:
 
 def _name(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
+
+
+def probe_argv(fatbinary: Sequence[str], *, image: str, output: str) -> list[str] | None:
+    """The plan's fatbinary command, its images replaced by one ``image`` (a PTX file) and its
+    outputs by ``output`` (and ``output`` minus ``.c``): what it writes is a ``.fatbin.c`` of
+    the same text around other data, since the text depends on the tool and its options, not
+    on the images (nvcc 13.0: three images of two kinds and one small PTX gave the same
+    placeholder).  None for a command shape not seen, whose outputs cannot all be redirected."""
+    argv, sm = [fatbinary[0]], None
+    for word in fatbinary[1:]:
+        name, _, value = word.partition("=")
+        if name in ("--image3", "--image"):
+            sm = sm or next((f[3:] for f in value.split(",") if f.startswith("sm=")), None)
+        elif name == "--embedded-fatbin" and value:
+            argv.append(f"--embedded-fatbin={output}")
+        elif name == "--create" and value:
+            argv.append(f"--create={output.removesuffix('.c')}")
+        elif name in ("--embedded-fatbin", "--create", "-o", "--output-file"):
+            return None  # the output in the next word: not a shape nvcc prints
+        else:
+            argv.append(word)
+    if sm is None or not sm.isalnum() or not any(w.startswith("--embedded-fatbin=") for w in argv):
+        return None
+    return [*argv, f"--image3=kind=ptx,sm={sm},file={image}"]
+
+
+def _probe_template(run: TaskRun, template: str) -> str | None:
+    """Learn the placeholder now, on a first build, rather than from this compile's own
+    fatbinary: run the plan's fatbinary on a PTX of three lines (a few milliseconds).  The back
+    task still checks the real ``.fatbin.c`` against it, so a wrong guess costs only the split."""
+    image = os.path.join(run.workdir, f"probe.{run.task.step.index}.ptx")
+    output = os.path.join(run.workdir, f"probe.{run.task.step.index}.fatbin.c")
+    argv = probe_argv(run.task.fatbinary, image=image, output=output)
+    if argv is None:
+        return None
+    sm = argv[-1].split("sm=", 1)[1].split(",", 1)[0]
+    write_atomically(image, f".version 8.0\n.target sm_{sm}\n.address_size 64\n".encode())
+    spawned = run.spawn(argv, tag="probe")
+    try:
+        if spawned is None or spawned.returncode != 0:
+            return None
+        fatbin = parse(read_bytes(output).decode("utf-8", "surrogateescape"))
+    except FileNotFoundError:
+        return None
+    finally:
+        for path in (image, output, output.removesuffix(".c")):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+    if fatbin is None:
+        return None
+    learn(template, fatbin)
+    return fatbin.placeholder
 
 
 def _template(run: TaskRun) -> str | None:

@@ -218,6 +218,18 @@ def passthrough_reason(args: Sequence[str]) -> str | None:
     return None
 
 
+def threads(args: Sequence[str]) -> str | None:
+    """The value of the last ``-t``/``--threads`` (nvcc takes the last); None without one.
+    nvcc also reads the value glued to the short name (``-t0``), as llm.c's Makefile writes it."""
+    found = None
+    for option in iter_options(args):
+        if option.name == "--threads":
+            found = option.value
+        elif option.name.startswith("-t") and option.name[2:].isdigit():
+            found = option.name[2:]
+    return found
+
+
 def dependency_options(args: Sequence[str]) -> DependencyOptions:
     target = None
     output = None

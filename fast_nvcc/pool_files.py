@@ -5,6 +5,7 @@ process's slots and claims with its locks, and the next reader removes what is l
 * ``slot-N``: a slot is an flock on its lock file (:class:`SlotLocks`);
 * ``requests/``: the waiters of the machine, each request's name its rank (:class:`RequestBoard`);
 * ``work/``: how much work each compile has left, in the name (:class:`WorkLeft`);
+* ``scales/``: how far each compile's long steps ran over their estimates (:class:`ScalesTold`);
 * ``marks/``: what the slots are used for, one :class:`Claim` each (the rules count them).
 """
 
@@ -41,6 +42,19 @@ class Claim:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.rename(hidden, path)
         return cls(path, fd)
+
+    @classmethod
+    def post(cls, claim: Claim | None, path: str) -> Claim:
+        """``claim`` under the name ``path`` (a new claim where there was none)."""
+        if claim is None:
+            return cls.make(path)
+        if claim.path == path:
+            return claim
+        try:
+            return claim.renamed(path)
+        except FileNotFoundError:  # removed by someone who took us for dead
+            claim.drop()
+            return cls.make(path)
 
     def renamed(self, path: str) -> Claim:
         os.rename(self.path, path)
@@ -200,20 +214,38 @@ class WorkLeft:
             self.directory,
             f"w-{min(_PRIORITY_SPAN, int(max(0.0, seconds) * 1000)):012d}-{os.getpid()}",
         )
-        if self._claim is None:
-            self._claim = Claim.make(name)
-        elif self._claim.path != name:
-            try:
-                self._claim = self._claim.renamed(name)
-            except FileNotFoundError:  # removed by someone who took us for dead
-                self._claim.drop()
-                self._claim = Claim.make(name)
+        self._claim = Claim.post(self._claim, name)
 
     def nearest(self, compiles: int) -> bool:
         """Is this compile one of the ``compiles`` with the least work left on the machine?"""
         if self._claim is None:
             return False
         return os.path.basename(self._claim.path) in live(self.directory, "w-")[:compiles]
+
+    def close(self) -> None:
+        if self._claim is not None:
+            self._claim.drop()
+            self._claim = None
+
+
+class ScalesTold:
+    """How many times their estimates each compile's long steps ran, as far as it has told:
+    one claim per compile under ``scales/``, the scale in its name, so a listing sorts them."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        self._claim: Claim | None = None
+
+    def tell(self, scale: float) -> None:
+        name = os.path.join(self.directory, f"s-{min(_PRIORITY_SPAN, int(max(0.0, scale) * 1000)):012d}-{os.getpid()}")
+        self._claim = Claim.post(self._claim, name)
+
+    def median_of_peers(self) -> float | None:
+        """The median of what the other compiles told; None where none did."""
+        mine = f"-{os.getpid()}"
+        told = [int(n.split("-")[1]) / 1000 for n in live(self.directory, "s-") if not n.endswith(mine)]
+        return told[len(told) // 2] if told else None  # sorted by name: by scale
 
     def close(self) -> None:
         if self._claim is not None:

@@ -7,6 +7,7 @@ import heapq
 from collections.abc import Sequence
 
 from .graph import Task
+from .slots import Slots
 from .task_records import Record
 
 
@@ -28,6 +29,8 @@ class ReadyQueue:
         self.priorities = priorities
         self.work = work  # each task's expected seconds: what is left is told to the slots
         self.scale = 1.0  # how many times heavier this compile is than its estimates
+        self._own_scale = 1.0  # ... as far as its own long steps have shown
+        self._told_scale = 0.0  # what the slots were last told of that
         self._scaled_at = 0.0
         self._left = sum(work) if work is not None else 0.0
         self._heap: list[tuple[float, tuple[int, int], int]] = []
@@ -58,22 +61,35 @@ class ReadyQueue:
         if self.work is not None:
             self._left -= self.work[task_id]
 
-    def rescale(self, records: Sequence[Record], *, now: float) -> bool:
+    def rescale(self, records: Sequence[Record], *, now: float, slots: Slots) -> bool:
         """Look again (every RESCALE_EVERY seconds) at how far this compile's long steps ran
-        past their estimates; True when the scale rose."""
+        past their estimates; True when the scale changed.  Until one of its long steps has
+        started, a compile knows nothing of itself, and takes the median of what its peers on
+        the machine told ``slots`` (without it, a first CUTLASS build at -j32 on 16 cores ranked
+        the compiles whose ciccs had shown themselves heavy above one whose 59 s cicc had not
+        started, and that cicc waited until 76 s: 2026-11-24)."""
         if self.work is None:
             return False
         if now - self._scaled_at < self.RESCALE_EVERY:
             return False
         self._scaled_at = now
-        scale = self.scale
+        own, shown = self._own_scale, False
         for record in records:
             expected = self.work[record.task_id]
             if record.start is None or expected < self.OVERRUN_FLOOR or record.slot is None:
                 continue
+            shown = True
             took = (record.end if record.end is not None else now) - record.start
-            scale = max(scale, took / expected)
-        if scale <= self.scale * 1.05:  # not worth a rename on the board
+            own = max(own, took / expected)
+        self._own_scale = own
+        if shown:
+            if own > self._told_scale * 1.05:
+                slots.tell_scale(own)
+                self._told_scale = own
+            scale = own
+        else:
+            scale = max(own, slots.peer_scale() or 1.0)
+        if abs(scale - self.scale) <= self.scale * 0.05:  # not worth a rename on the board
             return False
         self.scale = scale
         return True

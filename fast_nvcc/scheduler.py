@@ -261,7 +261,7 @@ class Runner:
         failed: int | None = None  # task id of the earliest failure in nvcc's order
         try:
             while True:
-                if ready.rescale(self.records, now=self._now()):
+                if ready.rescale(self.records, now=self._now(), slots=self.slots):
                     self.slots.left(ready.work_left)
                 blocked = False  # a ready command waits for a shared slot or for memory
                 while ready:

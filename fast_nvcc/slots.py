@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .buildtool import Saturation
-from .pool_files import Claim, RequestBoard, SlotLocks, WorkLeft, live
+from .pool_files import Claim, RequestBoard, ScalesTold, SlotLocks, WorkLeft, live
 
 _AUTH = re.compile(r"--jobserver-(?:auth|fds)=(\S+)")
 
@@ -55,6 +55,11 @@ class Slots:
     def withdraw(self) -> None:
         """This process waits for no slot now."""
 
+    def competes(self) -> bool:
+        """Does a step of this compile, which has run steps already, compete by rank for every
+        slot, its next step included (rather than keep the slot its last step held)?"""
+        return False
+
     def over_pool(self, commands: int) -> str | None:
         """With ``commands`` steps of this process running, does the newest run over the
         machine-wide pool, and why: "first" (a compile's step while others run extra ones, rule
@@ -63,6 +68,14 @@ class Slots:
 
     def left(self, seconds: float) -> None:
         """This compile has about ``seconds`` of steps left to run (learned costs or defaults)."""
+
+    def tell_scale(self, scale: float) -> None:
+        """This compile's long steps ran ``scale`` times their estimates (for its peers)."""
+
+    def peer_scale(self) -> float | None:
+        """How many times their estimates the other compiles' long steps ran (the median of
+        what they told); None where nothing is known."""
+        return None
 
     def release(self) -> None:
         self.held -= 1
@@ -175,12 +188,33 @@ class PoolSlots(Slots):
         self.board = RequestBoard(os.path.join(directory, "requests"))
         os.makedirs(self.marks, mode=0o700, exist_ok=True)
         self.work_left = WorkLeft(os.path.join(directory, "work"))
+        self.scales = ScalesTold(os.path.join(directory, "scales"))
         self.locks = SlotLocks(directory, self.size)
         self._saturated = saturated  # is the build tool above us full? (looked up when needed)
         self._nearest, self._nearest_checked = False, -1.0
         self._holds: list[_Hold] = []
+        self._started = False  # has this compile run a step yet?
 
-    # -- the board and the work left ---------------------------------------------------------
+    # -- the board, the work left and the scales ---------------------------------------------
+
+    def _first(self) -> bool:
+        """Does this process ask for its compile's first step (rule 1), or for one that waits
+        its turn by rank?"""
+        return self.held == 0 and not self.competes()
+
+    def competes(self) -> bool:
+        """Once a compile has run a step, while the build tool holds no compile back, its
+        steps take their turn by rank like extra ones.  Rule 1 is for compiles that have run
+        nothing; when every compile has started (ninja -j above the compile count, or no build
+        tool), keeping a slot between steps only because it was the compile's first one left
+        each compile one step at a time: a first CUTLASS build at -j32 on 16 cores ran 19
+        compiles' steps one after another for 60 s while no extra step could start, and the
+        longest compile's host side ran after its 94 s cicc (2026-11-24)."""
+        if not self._started:
+            return False
+        if self._saturated is None:
+            self._saturated = Saturation.of_this_process()
+        return not self._saturated()
 
     def withdraw(self) -> None:
         self.board.withdraw()
@@ -188,6 +222,12 @@ class PoolSlots(Slots):
     def left(self, seconds: float) -> None:
         self.work_left.tell(seconds)
         self._nearest_checked = -1.0  # look again at the next ask
+
+    def tell_scale(self, scale: float) -> None:
+        self.scales.tell(scale)
+
+    def peer_scale(self) -> float | None:
+        return self.scales.median_of_peers()
 
     def _may_drain(self) -> bool:
         if not self.drain_extras:
@@ -211,7 +251,7 @@ class PoolSlots(Slots):
     # -- slots ---------------------------------------------------------------------------
 
     def try_acquire(self, priority: float = 0.0) -> bool:
-        first = self.held == 0
+        first = self._first()
         name = self.board.post(priority, first=first)
         overflowing = live(self.marks, "over-")
         # Those ahead get theirs first; an extra step also waits until no compile runs over.
@@ -244,13 +284,14 @@ class PoolSlots(Slots):
     def _take(self, hold: _Hold) -> None:
         self._holds.append(hold)
         self.held += 1
+        self._started = True
         self.withdraw()
 
     def _mark(self, what: str) -> Claim:
         return Claim.make(os.path.join(self.marks, f"{what}-{os.getpid()}-{next(_SERIALS)}"))
 
     def outranked(self, priority: float) -> bool:
-        if self.board.others_before(self.board.rank_name(priority, first=self.held == 0)):
+        if self.board.others_before(self.board.rank_name(priority, first=self._first())):
             return True
         return bool(live(self.marks, "over-"))  # the pool is over its size: no extra step
 
@@ -269,6 +310,7 @@ class PoolSlots(Slots):
     def close(self) -> None:
         self.release_all()
         self.work_left.close()
+        self.scales.close()
         self.locks.close()
 
 

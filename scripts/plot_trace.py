@@ -3,7 +3,7 @@
 
     python scripts/plot_trace.py trace.json out.png [--title TEXT]
 
-Needs matplotlib (pip install matplotlib).  Used for the pictures in README.
+Needs matplotlib (pip install matplotlib).  Used for the pictures in README.md and docs/.
 """
 
 from __future__ import annotations

@@ -26,10 +26,9 @@ def cache_dir(tmp_path) -> Path:
     return tmp_path / "cache"
 
 
-def cached_compile(nvcc, sources, tmp_path, cache_dir, args, *, env=None, direct=False, split=False):
-    """One fast_nvcc --cache compile: the per-step cache alone, unless ``direct`` (direct mode,
-    tests/test_direct.py) or ``split`` (the host compile split around fatbinary); returns
-    (outcome, {tool: (hits, misses)})."""
+def cached_compile(nvcc, sources, tmp_path, cache_dir, args, *, env=None, split=False):
+    """One fast_nvcc --cache compile, the host compile unsplit unless ``split`` (split around
+    fatbinary); returns (outcome, {tool: (hits, misses)})."""
     log = tmp_path / "log.jsonl"
     log.unlink(missing_ok=True)
     outcome = run_tool(
@@ -37,7 +36,7 @@ def cached_compile(nvcc, sources, tmp_path, cache_dir, args, *, env=None, direct
         cwd=sources,
         tmpdir=tmp_path / "tmp",
         env={"FAST_NVCC_CACHE_DIR": str(cache_dir), "FAST_NVCC_LOG": str(log),
-             **({} if direct else {"FAST_NVCC_DIRECT": "0"}), **({} if split else {"FAST_NVCC_SPLIT_HOST": "0"}),
+             **({} if split else {"FAST_NVCC_SPLIT_HOST": "0"}),
              **(env or {})},
     )  # fmt: skip
     record = json.loads(log.read_text())
@@ -225,7 +224,7 @@ def joined_compile(nvcc, sources, tmp_path, cache_dir, args, options):
     log = tmp_path / "joined.jsonl"
     log.unlink(missing_ok=True)
     env = {**os.environ, "FAST_NVCC_CACHE_DIR": str(cache_dir), "FAST_NVCC_LOG": str(log),
-           "TMPDIR": str(tmp_path / "tmp"), "FAST_NVCC_DIRECT": "0"}  # fmt: skip
+           "TMPDIR": str(tmp_path / "tmp")}  # fmt: skip
     (tmp_path / "tmp").mkdir(exist_ok=True)
     proc = subprocess.run(fast_nvcc_command(nvcc, args, ["--cache", *options]), cwd=sources, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip

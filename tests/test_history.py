@@ -6,7 +6,7 @@ import pytest
 
 from fast_nvcc.driver import Config, _cost, _dag_for, _measurements, _source_of_steps
 from fast_nvcc.graph import Action
-from fast_nvcc.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, estimate
+from fast_nvcc.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, arch_weight, estimate
 from fast_nvcc.plan import Kind
 from fast_nvcc.scheduler import Record, State
 
@@ -24,7 +24,7 @@ def test_record_smooths_and_lookup_falls_back(tmp_path):
     # A new source borrows the (tool, arch) average, then the tool's, then the default.
     assert estimate(known, source="/src/new.cu", tool="cicc", arch="compute_90", kind=Kind.CICC).seconds == 2.0
     assert estimate(known, source="/src/new.cu", tool="cicc", arch="sm_100", kind=Kind.CICC).seconds == 5.0
-    assert estimate(known, source="/x.cu", tool="ptxas", arch="sm_80", kind=Kind.PTXAS).seconds == DEFAULT_SECONDS[Kind.PTXAS]
+    assert estimate(known, source="/x.cu", tool="ptxas", arch="sm_80", kind=Kind.PTXAS).seconds == DEFAULT_SECONDS[Kind.PTXAS] * arch_weight("sm_80")
     history.close()
 
 
@@ -97,3 +97,18 @@ def test_a_compile_records_its_costs(nvcc, sources, tmp_path):
     run_tool(fast_nvcc_command(nvcc, args), cwd=sources, tmpdir=tmp_path / "t",
              env={"FAST_NVCC_CACHE_DIR": str(cache), "FAST_NVCC_HISTORY": "0", "FAST_NVCC_LOG": str(tmp_path / "l")})  # fmt: skip
     assert json.loads((tmp_path / "l").read_text())["exit_code"] == 0
+
+
+def test_a_first_build_guesses_the_architecture_specific_cicc_longest():
+    """With nothing known, device steps for an architecture-specific target (sm_90a, 100f) are
+    guessed twice the per-tool default, and a newer architecture a little above an older one,
+    so that a compile's likely longest cicc ranks first."""
+    def guess(arch):
+        return estimate({}, source="/x.cu", tool="cicc", arch=arch, kind=Kind.CICC).seconds
+
+    assert guess("compute_90a") > 1.9 * guess("compute_90")
+    assert guess("compute_100f") > guess("compute_90a") > guess("compute_90") > guess("compute_80")
+    assert guess("") == DEFAULT_SECONDS[Kind.CICC]
+    assert arch_weight("sm_80") == pytest.approx(1.0, abs=0.01)
+    known = {("", "cicc", "compute_80"): Cost(30.0, 0)}  # anything learned wins over the guess
+    assert estimate(known, source="/x.cu", tool="cicc", arch="compute_80", kind=Kind.CICC).seconds == 30.0

@@ -17,7 +17,7 @@ import pytest
 
 from fast_nvcc import hostsplit
 
-from helpers import assert_same, compare, fast_nvcc_command, run_tool
+from helpers import assert_same, compare, fast_nvcc_command, remove_files, run_tool
 
 GCC = shutil.which("gcc")
 
@@ -212,23 +212,36 @@ def tools_in(table: Path) -> list[str]:
 @pytest.mark.nvcc
 @pytest.mark.parametrize("case", sorted(SPLIT_CASES))
 def test_split_compile_same_as_nvcc(nvcc, sources, tmp_path, case):
-    args, teacher = SPLIT_CASES[case]
+    """The first compile, with nothing learned, splits from a placeholder it probes fatbinary
+    for; a second compile (other data, another N) splits from the placeholder learned."""
+    first, second = SPLIT_CASES[case]
     env = {"FAST_NVCC_CACHE_DIR": str(tmp_path / "state")}  # nothing learned yet
-    first = run_tool(fast_nvcc_command(nvcc, teacher, ["-v", "--table", str(tmp_path / "first.csv")]), cwd=sources, tmpdir=tmp_path / "t", env=env)
-    assert first.returncode == 0, first.stderr
-    assert "as" not in tools_in(tmp_path / "first.csv")  # it learns the placeholder
-    assert b"host compile run as printed: nothing learned yet for this fatbinary" in first.stderr
-    for name in first.files:
-        (sources / name).unlink()
-    result = compare(nvcc, args, cwd=sources, env=env, options=["--table", str(tmp_path / "second.csv")])
-    assert_same(result)
-    tools = tools_in(tmp_path / "second.csv")
-    if case == "link-executable":
-        # Both sources' compiles split; the -dlink stub's compile (fatbinary -link: another
-        # placeholder) learns its own.
-        assert tools.count("as") == 2 and tools.count("gcc -c") == 1
-    else:
-        assert "cc1plus" in tools and "as" in tools and "gcc -c" not in tools
+    for n, args in enumerate((first, second)):
+        table = tmp_path / f"{n}.csv"
+        result = compare(nvcc, args, cwd=sources, env=env, options=["--table", str(table)])
+        assert_same(result)
+        tools = tools_in(table)
+        if n == 0 and case == "link-executable":
+            # Both sources' compiles split; so does the -dlink stub's compile, whose
+            # fatbinary (-link) has a placeholder of its own.
+            assert tools.count("as") == 3 and "gcc -c" not in tools, tools
+        else:
+            assert "cc1plus" in tools and "as" in tools and "gcc -c" not in tools, tools
+        remove_files(sources, result.fast)
+
+
+def test_the_fatbinary_probe_redirects_every_output_or_declines():
+    image, out = "/w/probe.ptx", "/w/probe.fatbin.c"
+    plan = ["fatbinary", "-64", '--cicc-cmdline=-ftz=0 ', "--image3=kind=elf,sm=80,file=/t/a.cubin",
+            "--image3=kind=ptx,sm=90a,file=/t/a.ptx", "--embedded-fatbin=/t/a.fatbin.c", "--device-c"]
+    assert hostsplit.probe_argv(plan, image=image, output=out) == [
+        "fatbinary", "-64", '--cicc-cmdline=-ftz=0 ', f"--embedded-fatbin={out}", "--device-c",
+        f"--image3=kind=ptx,sm=80,file={image}"]
+    created = [*plan, "--create=/t/a.fatbin"]
+    assert f"--create={out.removesuffix('.c')}" in hostsplit.probe_argv(created, image=image, output=out)
+    assert hostsplit.probe_argv(plan[:-2], image=image, output=out) is None  # no .fatbin.c to learn from
+    assert hostsplit.probe_argv([*plan, "-o", "/t/x"], image=image, output=out) is None
+    assert hostsplit.probe_argv(plan[:3] + plan[5:], image=image, output=out) is None  # no image
 
 
 @pytest.mark.nvcc
@@ -253,7 +266,7 @@ def test_split_that_cannot_hold_compiles_as_printed(nvcc, sources, tmp_path):
     result = compare(nvcc, args, cwd=sources, env=env, options=["--table", str(tmp_path / "b.csv")])
     assert_same(result)
     assert "cc1plus" in tools_in(tmp_path / "b.csv") and "as" not in tools_in(tmp_path / "b.csv")
-    assert template.read_text() == good  # learned again from the real file
+    assert hostsplit._same_but_size(template.read_text(), good)  # learned again from the real file
     (sources / "w.o").unlink()
 
     result = compare(nvcc, args + ["-g"], cwd=sources, env=env, options=["--table", str(tmp_path / "c.csv")])

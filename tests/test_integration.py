@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from helpers import assert_same, compare, fast_nvcc_command, run_tool
+from helpers import assert_same, cases, compare, fast_nvcc_command, run_tool
 
 pytestmark = pytest.mark.nvcc
 
@@ -99,7 +99,12 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# The quick tier (scripts/test --quick) compares these for every toolchain: a multi-architecture
+# compile with a dependency file, a link, a failure.
+QUICK = {"MMD-MP", "link-executable", "syntax-error"}
+
+
+@pytest.mark.parametrize("case", cases(CASES, quick=QUICK))
 def test_same_as_nvcc(nvcc, sources, case):
     assert_same(compare(nvcc, CASES[case], cwd=sources))
 

@@ -6,6 +6,7 @@ from fast_nvcc.nvcc_args import (
     effective_args,
     iter_options,
     passthrough_reason,
+    threads,
 )
 
 
@@ -82,3 +83,19 @@ def test_effective_args_include_environment_and_options_files(tmp_path):
     assert args == ["-MT", "first", "-c", "k.cu", "-MT", "from file", "-DX=1", "-MP"]
     assert dependency_options(args).target == "from file"
     assert dependency_options(args).phony_targets
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ([], None),
+        (["-t", "0"], "0"),
+        (["-t0"], "0"),
+        (["-t=4"], "4"),
+        (["--threads", "2", "-t1"], "1"),
+        (["-t1", "--threads=2"], "2"),
+        (["-c", "-t"], None),  # a -t without its value is nvcc's error, not a thread count
+    ],
+)
+def test_threads_value(words, expected):
+    assert threads(words) == expected

@@ -7,7 +7,8 @@
 ccache.  The same two-architecture extension (``TORCH_CUDA_ARCH_LIST``) is built by
 ``cpp_extension.load`` with plain nvcc and through fast_nvcc, in the same directory, and the
 objects are compared byte for byte after masking nvcc's temp names; where a GPU is present,
-the kernel runs.
+the kernel runs.  A third build puts ccache in front (``PYTORCH_NVCC="ccache nvcc"``,
+``CCACHE_PREFIX=fast_nvcc``, docs/cache.md).
 
 Needs torch with CUDA, its CUDA toolkit (``CUDA_HOME``) and ninja; skipped where they are not
 installed (CI has no torch).
@@ -19,6 +20,7 @@ import ctypes
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +73,8 @@ def _skip_reason() -> str | None:
 pytestmark = [pytest.mark.nvcc, pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))]
 
 
-def build(source: Path, directory: Path, pytorch_nvcc: str, log: Path | None) -> subprocess.CompletedProcess:
+def build(source: Path, directory: Path, pytorch_nvcc: str, log: Path | None, *,
+          extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     directory.mkdir()
     keep = ("FAST_NVCC_CACHE_DIR", "FAST_NVCC_POOL_DIR")  # the test session's, as helpers.run_tool
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_") or k in keep}
@@ -82,6 +85,7 @@ def build(source: Path, directory: Path, pytorch_nvcc: str, log: Path | None) ->
     )
     if log is not None:
         env["FAST_NVCC_LOG"] = str(log)
+    env.update(extra_env or {})
     done = subprocess.run([sys.executable, "-c", BUILD, NAME, str(source), str(directory)], env=env,
                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert done.returncode == 0, f"PYTORCH_NVCC={pytorch_nvcc}:\n{done.stdout}\n{done.stderr}"
@@ -103,6 +107,32 @@ def builds(tmp_path_factory):
     launcher = shlex.join([sys.executable, "-m", "fast_nvcc", nvcc])  # what `fast_nvcc nvcc` runs
     fast_run = build(source, directory, launcher, log)
     return plain, directory, log, plain_run, fast_run
+
+
+def test_extension_builds_through_ccache_and_fast_nvcc(builds, tmp_path):
+    """ccache in front (``PYTORCH_NVCC="ccache nvcc"``), fast_nvcc running its misses
+    (``CCACHE_PREFIX``, one executable: a script here, the console script for a user)."""
+    if shutil.which("ccache") is None:
+        pytest.skip("ccache is not installed (scripts/setup-env installs Debian's as root)")
+    plain, _, _, _, _ = builds
+    source = plain.parent / "axpy.cu"
+    nvcc = os.path.join(cpp_extension.CUDA_HOME, "bin", "nvcc")
+    prefix = tmp_path / "fast_nvcc"
+    prefix.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m fast_nvcc "$@"\n')
+    prefix.chmod(0o755)
+    log = tmp_path / "fast_nvcc.jsonl"
+    ccache_env = {"CCACHE_DIR": str(tmp_path / "ccache"), "CCACHE_PREFIX": str(prefix),
+                  "CCACHE_CONFIGPATH": str(tmp_path / "ccache.conf")}  # fmt: skip
+    (tmp_path / "ccache.conf").write_text("")
+    directory = tmp_path / "build"
+    done = build(source, directory, shlex.join(["ccache", nvcc]), log, extra_env=ccache_env)
+    assert "ccache" in done.stdout + done.stderr  # ninja -v shows the command
+    (record,) = [json.loads(line) for line in log.read_text().splitlines()]  # the miss, through fast_nvcc
+    assert record["mode"] == "dag" and record["exit_code"] == 0
+    objects = sorted(p.name for p in plain.glob("*.o"))
+    assert objects and sorted(p.name for p in directory.glob("*.o")) == objects
+    for name in objects:
+        assert mask((directory / name).read_bytes()) == mask((plain / name).read_bytes()), name
 
 
 def test_extension_builds_through_fast_nvcc(builds):

@@ -328,19 +328,23 @@ def test_machine_pool_bounds_concurrent_processes(nvcc, sources, tmp_path):
 # -- whole compiles sharing the pool: real Runners, steps that sleep ----------------------------
 
 COMPILE = """
-import json, os, sys
+import json, os, sys, time
 sys.path.insert(0, {root!r})
 from fast_nvcc.graph import Action, Dag, Task, priorities
 from fast_nvcc.plan import Kind, Step
 from fast_nvcc.scheduler import Internal, Runner
 from fast_nvcc.slots import PoolSlots
 seconds, costs, preds = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
+if len(sys.argv) > 4:  # start together: when the file is there
+    print("ready", flush=True)
+    while not os.path.exists(sys.argv[4]):
+        time.sleep(0.005)
 tasks = []
 for i, s in enumerate(seconds):
     step = Step(index=i, text="", kind=Kind.OTHER, tool="sleep", argv=("sleep", str(s)))
     tasks.append(Task(i, step, Action.EXEC, argv=step.argv))
 dag = Dag(tuple(tasks), tuple(frozenset(preds.get(str(i), ())) for i in range(len(tasks))))
-slots = PoolSlots({pool!r}, {size})
+slots = PoolSlots({pool!r}, {size}, saturated=(lambda: True) if {full} else None)
 runner = Runner(dag, env=os.environ, cwd={cwd!r}, workdir={cwd!r}, jobs=len(tasks),
                 priorities=priorities(dag, costs), internal=Internal(), slots=slots)
 result = runner.run()
@@ -350,16 +354,23 @@ sys.exit(result.returncode)
 """
 
 
-def run_compiles(tmp_path, compiles, *, size, stagger=0.0):
-    """Start one process per (seconds, costs[, preds]) compile; each runs its steps as sleeps."""
+def run_compiles(tmp_path, compiles, *, size, stagger=0.0, full=False, together=False):
+    """Start one process per (seconds, costs[, preds]) compile; each runs its steps as sleeps.
+    ``full``: the build tool above runs all the jobs its -j allows (else no tool is found);
+    ``together``: the compiles begin at one moment, once every process has started."""
     tmp_path.mkdir(exist_ok=True)
     script = COMPILE.format(root=str(Path(__file__).parent.parent), pool=str(tmp_path / "pool"), size=size,
-                            cwd=str(tmp_path))  # fmt: skip
+                            cwd=str(tmp_path), full=full)  # fmt: skip
+    go = tmp_path / "go"
     procs = []
     for seconds, costs, *preds in compiles:
         argv = [sys.executable, "-c", script, json.dumps(seconds), json.dumps(costs), json.dumps(preds[0] if preds else {})]
-        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, text=True))
+        procs.append(subprocess.Popen([*argv, str(go)] if together else argv, stdout=subprocess.PIPE, text=True))
         time.sleep(stagger)
+    if together:
+        for proc in procs:
+            assert proc.stdout.readline().strip() == "ready"
+        go.touch()
     results = []
     for proc in procs:
         out, _ = proc.communicate(timeout=120)
@@ -406,6 +417,38 @@ def test_learned_costs_are_no_slower_than_none(tmp_path):
         walls.append(max(end for steps in results for _, end, _ in steps) - min(starts))
     guessed, learned = walls
     assert learned <= guessed * 1.1 + 0.1, walls
+
+
+def test_started_compiles_ask_by_rank_unless_the_build_tool_holds_compiles_back(tmp_path):
+    """A compile that has run nothing asks for its first step (rule 1: r0, before any extra
+    step); once it has run one, it asks like an extra step (r1) while the build tool holds no
+    compile back, and as before while the tool is full."""
+    for full in (False, True):
+        pool = PoolSlots(str(tmp_path / f"pool-{full}"), 2, saturated=lambda: full)
+        assert not pool.competes() and pool.board.rank_name(5.0, first=pool._first()).startswith("r0-")
+        assert pool.try_acquire(5.0)
+        pool.release()  # its step ended; the next one is not running yet
+        assert pool.competes() is (not full)
+        assert pool.board.rank_name(5.0, first=pool._first()).startswith("r1-" if not full else "r0-")
+        pool.close()
+
+
+def test_the_longest_compile_runs_its_steps_side_by_side_once_every_compile_has_started(tmp_path):
+    """Pool of two: a long pole (a step, then two long ones that may run side by side) and
+    three light chains, all starting at once.  With nothing held back by the build tool, once each compile has run
+    a step the long pole's long steps outrank the light ones and run together; while the tool is
+    full, each compile keeps the slot of its first step, and the long pole runs them one after
+    another (a schedule property, with room for process start-up on a loaded machine)."""
+    long_pole = ([1.0, 2.0, 2.0], [1.0, 2.0, 2.0], {"1": [0], "2": [0]})
+    light = ([0.5] * 4, [0.5] * 4, {"1": [0], "2": [1], "3": [2]})
+    overlaps = {}
+    for full in (False, True):
+        results = run_compiles(tmp_path / str(full), [long_pole, light, light, light], size=2, full=full, together=True)
+        _, a, b = results[0]
+        overlaps[full] = min(a[1], b[1]) - max(a[0], b[0])
+    # (while the tool is full they overlap only where a stalled process let the long pole
+    # take a second slot before the light compiles asked: seen once under a load of 12)
+    assert overlaps[False] >= 1.0 and overlaps[True] <= overlaps[False] - 0.5, overlaps
 
 
 def test_while_the_build_tool_is_full_the_compiles_nearest_their_end_run_extra_steps(tmp_path, monkeypatch):
@@ -523,6 +566,84 @@ def test_a_compile_whose_step_overruns_its_estimate_asks_with_a_higher_rank(tmp_
     slots.close()
     assert slots.asked[1:] and all(p == pytest.approx(0.1) for p in slots.asked[1:])
     assert max(slots.told) == pytest.approx(1.6)
+
+
+PEER = """
+import sys, time
+sys.path.insert(0, {root!r})
+from fast_nvcc.slots import PoolSlots
+pool = PoolSlots({pool!r}, 1)
+pool.tell_scale(float(sys.argv[1]))
+print("told", flush=True)
+time.sleep(60)
+"""
+
+
+def start_peer(pool: Path, scale: float) -> subprocess.Popen:
+    """A compile elsewhere on the machine whose long steps ran ``scale`` times their estimates."""
+    script = PEER.format(root=str(Path(__file__).parent.parent), pool=str(pool))
+    proc = subprocess.Popen([sys.executable, "-c", script, str(scale)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "told"
+    return proc
+
+
+def test_peers_tell_how_far_their_steps_ran_over_and_the_median_counts(tmp_path):
+    pool = PoolSlots(str(tmp_path / "pool"), 1)
+    assert pool.peer_scale() is None
+    pool.tell_scale(50.0)  # its own word is not a peer's
+    assert pool.peer_scale() is None
+    peers = [start_peer(tmp_path / "pool", scale) for scale in (4.0, 1.0, 2.5)]
+    assert pool.peer_scale() == 2.5
+    peers[0].kill()  # a dead compile's word no longer counts
+    peers[0].wait()
+    assert pool.peer_scale() in (1.0, 2.5)
+    for proc in peers[1:]:
+        proc.kill()
+        proc.wait()
+    assert pool.peer_scale() is None
+    pool.close()
+
+
+def test_a_compile_that_has_shown_nothing_asks_with_its_peers_scale(tmp_path, monkeypatch):
+    """While none of its long steps has started, a compile ranks its waiting steps by the
+    median of how far its peers' long steps ran over (a first build: every estimate a guess);
+    once one has started, by its own.  Made-up costs on one slot: a 0.6 s step guessed at 3 s
+    runs, and a step guessed at 1 s waits behind it."""
+    from fast_nvcc.graph import Action, Dag, Task, priorities
+    from fast_nvcc.plan import Kind, Step
+    from fast_nvcc.ready_queue import ReadyQueue
+    from fast_nvcc.scheduler import Internal, Runner
+
+    class Asking(PoolSlots):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.asked = []
+
+        def try_acquire(self, priority=0.0):
+            self.asked.append(priority)
+            return super().try_acquire(priority)
+
+    steps = [Step(index=i, text="", kind=Kind.OTHER, tool="sleep", argv=("sleep", s)) for i, s in enumerate(["0.6", "0"])]
+    dag = Dag(tuple(Task(i, s, Action.EXEC, argv=s.argv) for i, s in enumerate(steps)), (frozenset(), frozenset()))
+    costs = [3.0, 1.0]
+    asked = {}
+    # floor 5 s: no step is long enough to show anything; floor 2 s: the running one shows
+    for floor, told in ((5.0, None), (5.0, 4.0), (2.0, 4.0)):
+        monkeypatch.setattr(ReadyQueue, "OVERRUN_FLOOR", floor)
+        pool = tmp_path / f"pool-{floor}-{told}"
+        peer = start_peer(pool, told) if told else None
+        slots = Asking(str(pool), 1, saturated=lambda: False)
+        runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=2,
+                        priorities=priorities(dag, costs), work=costs, internal=Internal(), slots=slots)  # fmt: skip
+        assert runner.run().returncode == 0
+        slots.close()
+        if peer is not None:
+            peer.kill()
+            peer.wait()
+        asked[floor, told] = max(slots.asked[1:])  # the waiting step's asks
+    assert asked[5.0, None] == pytest.approx(1.0)
+    assert asked[5.0, 4.0] == pytest.approx(4.0)  # its guess times its peers' 4
+    assert asked[2.0, 4.0] == pytest.approx(1.0)  # its own long step ran within its guess
 
 
 def test_the_log_says_which_steps_ran_over_the_pool_and_why(tmp_path):

@@ -89,7 +89,7 @@ def _defaults_env(tmp_path: Path) -> dict[str, str]:
 
 KINDS = {
     "object": ([], ["-c", "kernel.cu", I, "-arch=sm_80", "-MD"]),
-    "cache-cold-then-direct-hit": (["--cache"], ["-c", "kernel.cu", I, "-arch=sm_80"]),
+    "cache-cold-then-hit": (["--cache"], ["-c", "kernel.cu", I, "-arch=sm_80"]),
     "device-trace-and-reports": (["--device-trace", "--summary", "--trace", "t.json"], ["-c", "kernel.cu", I, "-arch=sm_80"]),
     "fdevice-time-trace": ([], ["-c", "kernel.cu", I, "-arch=sm_80", "--fdevice-time-trace", "tt"]),
     "library": ([], ["-lib", "kernel.cu", "warning.cu", I, "-arch=sm_80", "-o", "libk.a"]),
