@@ -34,13 +34,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .captures import Captures
 from .graph import HANDLED_BY, Action, Dag, Task
 from .plan import Step
-from .slots import MemoryGate, Slots
+from .slots import Slots
 from .watchdog import Watchdog, die_with_parent
+
+if TYPE_CHECKING:
+    from .memory import MemoryBudget
 
 KILL_GRACE_SECONDS = 2.0
 
@@ -72,6 +75,8 @@ class Record:
     remote_note: str = ""  # why it ran here after all
     slot: int | None = None
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
+    memory_wait: float = 0.0  # seconds of its wait spent held back by the memory budget
+    oom_rerun: bool = False  # killed for memory (fast_nvcc.memory) and run again alone
     # Captured output: (fd, path) in the order to forward them.
     captures: list[tuple[int, str]] = field(default_factory=list)
 
@@ -210,6 +215,10 @@ class TaskRun:
     def finish(self, returncode: int) -> None:
         self.record.end = self.runner._now()
         self.record.returncode = returncode
+        # -- memory budget hook (fast_nvcc.memory): a step the OOM killer took runs again,
+        # so it must never show as failed, not even for the moment before the loop requeues it.
+        if returncode != 0 and self.runner._killed_for_memory(self.task, returncode):
+            return
         self.record.state = State.DONE if returncode == 0 else State.FAILED
 
 
@@ -290,7 +299,7 @@ class Runner:
         stderr: BinaryIO | None = None,
         on_event: Callable[[str, Task, Record], None] | None = None,
         slots: Slots | None = None,
-        memory: MemoryGate | None = None,
+        memory: MemoryBudget | None = None,
         state_dir: str | None = None,
     ) -> None:
         self.dag = dag
@@ -370,6 +379,8 @@ class Runner:
                     self._start(task)
                 if not blocked:
                     self.slots.withdraw()  # nothing of ours waits: others may go first
+                    if self.memory is not None:  # -- memory budget hook
+                        self.memory.withdraw()
                 self._release_idle_slots()
                 if not self._running:
                     if not ready:
@@ -388,8 +399,17 @@ class Runner:
                         self._commands -= 1
                 if self._handler(tasks[task_id]).capacity is not None:
                     self._elsewhere[tasks[task_id].action] -= 1
+                if self.memory is not None:  # -- memory budget hook
+                    self.memory.release(task_id, rss_kb=record.max_rss_kb)
                 if error is not None:
                     raise error
+                if record.oom_rerun and record.state is State.SKIPPED and not run.killed:
+                    # -- memory budget hook: killed for memory; again, ahead of all, alone.
+                    record.captures.clear()
+                    record.start = record.end = None
+                    record.ready = self._now()
+                    heapq.heappush(ready, (float("-inf"), tasks[task_id].order, task_id))
+                    continue
                 if run.killed:
                     record.state = State.KILLED
                 elif record.state is State.DONE:
@@ -470,8 +490,21 @@ class Runner:
                 return False
         elif not self.slots.try_acquire(priority):
             return False
-        if self.memory is not None and self._commands and not self.memory.allows(task):
+        # -- memory budget hook (fast_nvcc.memory): after the slot, so that a step held back
+        # for memory gives its slot back (_release_idle_slots) to one that fits.
+        if self.memory is not None and not self.memory.reserve(task.id, now=self._now()):
             return False
+        return True
+
+    def _killed_for_memory(self, task: Task, returncode: int) -> bool:
+        """-- memory budget hook: was ``task`` (on its own thread, ending) killed by the kernel
+        for memory, and does it get one more run?  Then it is marked to run again."""
+        if self.memory is None or self._running[task.id].killed:
+            return False
+        record = self.records[task.id]
+        if not self.memory.out_of_memory(task.id, returncode, rss_kb=record.max_rss_kb):
+            return False
+        record.oom_rerun = True
         return True
 
     def _release_idle_slots(self) -> None:
@@ -499,8 +532,8 @@ class Runner:
         if record.slot is not None:
             self._commands += 1
             record.over_pool = self.slots.over_pool(self._commands - self.slots.implicit)
-            if self.memory is not None:
-                self.memory.taken(task)
+            if self.memory is not None:  # -- memory budget hook
+                record.memory_wait = self.memory.waited(task.id)
         record.start = self._now()
         self._running[task.id] = _Running(task)
         self._notify("start", task, record)
