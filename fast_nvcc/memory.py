@@ -14,7 +14,7 @@ peak fits in what the machine and this process's memory cgroup have left (docs/m
   still add is their claims; only when that does not fit are their process trees' RSS read
   (at most every ``SCAN_EVERY``) and each compile's claim counted less what its steps already
   hold (that part is in the usage already); a tree above its claim counts nothing more.
-* **Progress.** A step that does not fit posts a waiter (``memory/w-<since>-<pid>``); while
+* **Progress.** A step that does not fit posts a waiter (``memory/w-<since>-<pid>-<n>``); while
   any waits, no later compile starts a step, so a big step is not starved by small ones.  When
   no step of any compile holds a claim, the earliest waiter starts whatever its size: one step
   at a time is how plain nvcc runs, and a budget must not do worse.
@@ -246,6 +246,7 @@ class MemoryBudget:
         self._scanned = -1.0
         self._peers: dict[tuple[str, str], int] = {}
         self._peers_read = -1.0
+        self._serial = next(_SERIALS)  # tells this budget's waiter from another's of the process
         self._lock_fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     @property
@@ -358,11 +359,10 @@ class MemoryBudget:
         if not waiters:
             return False
         mine = os.path.basename(self._waiter.path) if self._waiter is not None else None
-        suffix = f"-{os.getpid()}"
         for name in sorted(waiters):
             if mine is not None and name >= mine:
                 return False
-            if not name.endswith(suffix) and _is_live(os.path.join(self.directory, name)):
+            if _is_live(os.path.join(self.directory, name)):
                 return True
         return False
 
@@ -397,7 +397,7 @@ class MemoryBudget:
         if self._waiter is not None and (not alone or "-0000000000000000-" in self._waiter.path):
             return
         since = 0 if alone else time.time_ns() // 1000  # a step run again alone goes first
-        name = os.path.join(self.directory, f"w-{since:016d}-{os.getpid()}")
+        name = os.path.join(self.directory, f"w-{since:016d}-{os.getpid()}-{self._serial}")
         if self._waiter is None:
             self._waiter = _Claim.make(name)
         else:
