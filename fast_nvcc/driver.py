@@ -199,6 +199,8 @@ def _run_plan(
             dag = route_remote(dag, remote)
             handlers[Action.REMOTE] = remote_handler(remote)
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
+        if memory is not None:
+            _say(config, memory.description)
         observer = _Observer(plan, config.save_dir) if config.wants_report or config.save_dir else None
         runner = Runner(
             dag,

@@ -253,6 +253,12 @@ class MemoryBudget:
     def headroom(self) -> Headroom:
         return self._headroom
 
+    @property
+    def description(self) -> str:
+        h = self._headroom
+        return (f"memory budget: limit {h.limit / (1 << 30):.2f} GiB ({h.where}), {h.free / (1 << 30):.2f} GiB free,"
+                f" claims in {self.directory}")  # fmt: skip
+
     def need(self, task_id: int) -> int:
         peak = self.peaks[task_id]
         if not self.learned[task_id]:
