@@ -337,7 +337,7 @@ def _cost(known, task: Task, owners: Mapping[int, str]):
 def _memory_budget(known, dag: Dag, costs: Sequence[Cost], owners: Mapping[int, str]):
     """The machine-wide memory budget (fast_nvcc.memory), with each task's expected peak:
     learned where history knows its tool and architecture, else a peer's or the default."""
-    kinds = [(t.step.tool, t.step.arch or "") for t in dag.tasks]
+    kinds = [("as" if t.action is Action.HOST_BACK else t.step.tool, t.step.arch or "") for t in dag.tasks]
     learned = [
         any(key in known for key in ((owners.get(t.step.index, ""), tool, arch), ("", tool, arch), ("*", tool, "")))
         for t, (tool, arch) in zip(dag.tasks, kinds)

@@ -400,7 +400,8 @@ class Runner:
                 if self._handler(tasks[task_id]).capacity is not None:
                     self._elsewhere[tasks[task_id].action] -= 1
                 if self.memory is not None:  # -- memory budget hook
-                    self.memory.release(task_id, rss_kb=record.max_rss_kb)
+                    ran = record.state is State.DONE and not record.cached  # a peak worth telling peers
+                    self.memory.release(task_id, rss_kb=record.max_rss_kb if ran else None)
                 if error is not None:
                     raise error
                 if record.oom_rerun and record.state is State.SKIPPED and not run.killed:

@@ -29,6 +29,7 @@ from fast_nvcc.memory import (
     read_machine,
     reserve_for,
 )
+from fast_nvcc.reports import build_report, format_summary, log_record, trace_events
 from fast_nvcc.scheduler import Internal, Runner
 from helpers import SOURCES, mask
 from test_scheduler import overlap, sh_task
@@ -183,6 +184,18 @@ def test_runner_holds_back_steps_that_do_not_fit(tmp_path):
         assert overlap(result.records) == together
         held = [r for r in result.records if r.memory_wait > 0]
         assert len(held) == (2 if together == 1 else 0)
+        report = build_report(dag, result.records, wall_seconds=result.wall_seconds, exit_code=0, jobs=3)
+        summary = format_summary(report)
+        record = log_record(nvcc="nvcc", args=[], cwd="/", sources=[], outputs=[], exit_code=0, wall_seconds=1.0,
+                            started=0.0, mode="graph", report=report)  # fmt: skip
+        trace = trace_events(report)
+        assert record["memory_wait_seconds"] == pytest.approx(sum(r.memory_wait for r in held), abs=1e-5)
+        assert trace[0]["args"]["memory_wait_seconds"] == record["memory_wait_seconds"]
+        if held:
+            assert "waited for memory" in summary and f"({len(held)} commands held back" in summary
+            assert sorted(s.get("memory_wait", 0) > 0 for s in record["steps"]) == [False, True, True]
+        else:
+            assert "waited for memory" not in summary and "memory_wait" not in str(record["steps"])
         assert not [n for n in os.listdir(tmp_path / str(together)) if n.startswith(("c-", "w-"))]  # all gone
 
 
