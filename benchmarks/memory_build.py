@@ -25,7 +25,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import BENCHMARKS, fast_nvcc_command, fast_nvcc_env, find_nvcc, machine, masked, read_log, today, tool_versions, write_json
+from common import (
+    BENCHMARKS,
+    fast_nvcc_command,
+    fast_nvcc_env,
+    find_nvcc,
+    machine,
+    masked,
+    read_log,
+    today,
+    tool_versions,
+    write_json,
+)
 from memory_cgroup import MemoryCgroup
 
 SOURCE = BENCHMARKS / "heavy.cu"
@@ -82,7 +93,7 @@ def run_serial(nvcc: str, pin, limit: int, work: Path, count: int, expected: byt
         started = time.monotonic()
         codes = [
             subprocess.run(group.wrap([*pin, nvcc, "-c", str(SOURCE), *TARGETS, "-o", str(work / f"{i}.o")]),
-                           cwd=work, stderr=subprocess.DEVNULL).returncode  # fmt: skip
+                           cwd=work, stderr=subprocess.DEVNULL, check=False).returncode
             for i in range(count)
         ]
         wall = time.monotonic() - started
@@ -95,7 +106,7 @@ def run_at_once(command, limit: int, work: Path, count: int, expected: bytes, *,
         started = time.monotonic()
         procs = [
             subprocess.Popen(group.wrap([*command, "-c", str(SOURCE), *TARGETS, "-o", str(work / f"{i}.o")]),
-                             cwd=work, env=env, stderr=subprocess.DEVNULL)  # fmt: skip
+                             cwd=work, env=env, stderr=subprocess.DEVNULL)
             for i in range(count)
         ]
         codes = [proc.wait() for proc in procs]

@@ -19,10 +19,11 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fast_nvcc.memory import Cgroup, read_level, this_process_cgroups  # noqa: E402
+from fast_nvcc.memory import Cgroup, read_level, this_process_cgroups
 
 _SERIALS = itertools.count(1)
 
@@ -92,7 +93,7 @@ class MemoryCgroup:
             except OSError:
                 time.sleep(0.1)  # the kernel frees the last task's memory a moment after it exits
 
-    def __enter__(self) -> MemoryCgroup:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -22,9 +22,9 @@ from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
 from .leftovers import make_workdir, remove_dead
+from .memory import budget_from_environment
 from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun
 from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
-from .memory import budget_from_environment
 from .slots import pool_directory, slots_from_environment
 from .toolchain import find_nvcc
 

@@ -493,9 +493,7 @@ class Runner:
             return False
         # -- memory budget hook (fast_nvcc.memory): after the slot, so that a step held back
         # for memory gives its slot back (_release_idle_slots) to one that fits.
-        if self.memory is not None and not self.memory.reserve(task.id, now=self._now()):
-            return False
-        return True
+        return self.memory is None or self.memory.reserve(task.id, now=self._now())
 
     def _killed_for_memory(self, task: Task, returncode: int) -> bool:
         """-- memory budget hook: was ``task`` (on its own thread, ending) killed by the kernel
@@ -503,10 +501,9 @@ class Runner:
         if self.memory is None or self._running[task.id].killed:
             return False
         record = self.records[task.id]
-        if not self.memory.out_of_memory(task.id, returncode, rss_kb=record.max_rss_kb):
-            return False
-        record.oom_rerun = True
-        return True
+        again = self.memory.out_of_memory(task.id, returncode, rss_kb=record.max_rss_kb)
+        record.oom_rerun = record.oom_rerun or again  # a second kill keeps the mark of the first
+        return again
 
     def _release_idle_slots(self) -> None:
         """Give back shared slots no running step uses, so other compiles can have them."""
