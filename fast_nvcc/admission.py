@@ -4,15 +4,20 @@ memory to spare, and a place among the tasks of handlers that run elsewhere (a c
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .graph import Action, Task
-from .slots import MemoryGate, Slots
+from .slots import Slots
+
+if TYPE_CHECKING:
+    from .memory import MemoryBudget
 
 
 class Admission:
     """The slots a run holds: numbered local ones for -j, the count of commands running (each
     beyond the implicit one holds a shared slot), and the tasks running elsewhere."""
 
-    def __init__(self, *, jobs: int, slots: Slots, memory: MemoryGate | None) -> None:
+    def __init__(self, *, jobs: int, slots: Slots, memory: MemoryBudget | None) -> None:
         self.slots = slots
         self.memory = memory
         self._commands = 0  # slot-taking tasks running now
@@ -28,7 +33,7 @@ class Admission:
         """Do as many tasks of ``task``'s kind run elsewhere as its handler's ``capacity``?"""
         return capacity is not None and self._elsewhere.get(task.action, 0) >= capacity
 
-    def reserve(self, task: Task, priority: float) -> bool:
+    def reserve(self, task: Task, priority: float, *, now: float) -> bool:
         """May ``task`` start now?  Within -j, with a shared slot (the implicit one, one held and
         idle, or one newly granted by the jobserver or the pool), and with memory to spare."""
         if not self._free_slots:
@@ -41,9 +46,9 @@ class Admission:
                 return False
         elif not self.slots.try_acquire(priority):
             return False
-        if self.memory is not None and self._commands and not self.memory.allows(task):
-            return False
-        return True
+        # The memory budget (fast_nvcc.memory) after the slot, so that a step held back for
+        # memory gives its slot back (release_idle) to one that fits.
+        return self.memory is None or self.memory.reserve(task.id, now=now)
 
     def start(self, task: Task, *, takes_slot: bool, capacity: int | None) -> tuple[int | None, str | None]:
         """``task`` starts: its local slot (None when it takes none) and whether it runs over
@@ -55,8 +60,6 @@ class Admission:
         if slot is not None:
             self._commands += 1
             over_pool = self.slots.over_pool(self._commands - self.slots.implicit)
-            if self.memory is not None:
-                self.memory.taken(task)
         return slot, over_pool
 
     def end(self, task: Task, slot: int | None, *, takes_slot: bool, capacity: int | None) -> None:

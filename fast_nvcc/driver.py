@@ -22,9 +22,10 @@ from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
 from .leftovers import make_workdir, remove_dead
+from .memory import budget_from_environment
 from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun
 from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
-from .slots import MemoryGate, slots_from_environment
+from .slots import pool_directory, slots_from_environment
 from .toolchain import find_nvcc
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -186,6 +187,7 @@ def _run_plan(
         owners = _source_of_steps(plan, sources)
         costs = [_cost(known, task, owners) for task in dag.tasks]
         slots = slots_from_environment(os.environ, pool_size=usable_cpus())
+        memory = _memory_budget(known, dag, costs, owners)
         combine = _same_output()
         # A cached cicc or ptxas would write no trace: with traces on, every step runs.
         handlers, cache = ({}, None) if traces else _handlers(config, nvcc, plan, cwd, workdir, combine)
@@ -197,6 +199,8 @@ def _run_plan(
             handlers[Action.REMOTE] = remote_handler(remote)
         threaded = exit_codes.uses_threads(nvcc_args.threads(effective))
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
+        if memory is not None:
+            _say(config, memory.description)
         observer = _Observer(plan, config.save_dir) if config.wants_report or config.save_dir else None
         runner = Runner(
             dag,
@@ -212,13 +216,15 @@ def _run_plan(
             combine_output=combine,
             on_event=observer.on_event if observer else None,
             slots=slots,
-            memory=MemoryGate(lambda task: costs[task.id].rss_kb * 1024),
+            memory=memory,
             state_dir=cache_directory(os.environ),
         )
         try:
             result = runner.run()
         finally:
             slots.close()
+            if memory is not None:
+                memory.close()
             if cache is not None:
                 cache[0].close()
         if result.failed_task is not None:
@@ -236,6 +242,8 @@ def _run_plan(
         for task, record in zip(dag.tasks, result.records):
             if record.reran:
                 _say(config, f"{task.step.label}: its module_id differs from nvcc's; reran it as printed")
+            if record.oom_rerun:
+                _say(config, f"{task.step.label}: killed for lack of memory; ran it again alone")
             if record.split_note:
                 _say(config, f"{task.step.label}: host compile run as printed: {record.split_note}")
         collected = None
@@ -317,6 +325,18 @@ def _cost(known, task: Task, owners: Mapping[int, str]):
     if task.action is Action.HOST_BACK:
         return estimate(known, source=source, tool="as", arch=step.arch or "", kind=step.kind, default=ASSEMBLE)
     return estimate(known, source=source, tool=step.tool, arch=step.arch or "", kind=step.kind)
+
+
+def _memory_budget(known, dag: Dag, costs: Sequence[Cost], owners: Mapping[int, str]):
+    """The machine-wide memory budget (fast_nvcc.memory), with each task's expected peak:
+    learned where history knows its tool and architecture, else a peer's or the default."""
+    kinds = [("as" if t.action is Action.HOST_BACK else t.step.tool, t.step.arch or "") for t in dag.tasks]
+    learned = [
+        any(key in known for key in ((owners.get(t.step.index, ""), tool, arch), ("", tool, arch), ("*", tool, "")))
+        for t, (tool, arch) in zip(dag.tasks, kinds)
+    ]
+    return budget_from_environment(os.environ, pool_directory(os.environ), peaks=[c.rss_kb * 1024 for c in costs],
+                                   kinds=kinds, learned=learned)  # fmt: skip
 
 
 def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]) -> list[Measurement]:

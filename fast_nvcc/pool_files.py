@@ -72,10 +72,10 @@ def live(directory: str, prefix: str) -> list[str]:
         names = sorted(n for n in os.listdir(directory) if n.startswith(prefix))
     except OSError:
         return []
-    return [n for n in names if _is_live(os.path.join(directory, n))]
+    return [n for n in names if is_live(os.path.join(directory, n))]
 
 
-def _is_live(path: str) -> bool:
+def is_live(path: str) -> bool:
     """Its owner holds an flock on it; a claim we can lock belongs to a dead process (and
     goes)."""
     try:

@@ -61,6 +61,10 @@ class Processes:
     def begin(self, task: Task) -> None:
         self._running[task.id] = _Running(task)
 
+    def killed(self, task_id: int) -> bool:
+        """Did fast_nvcc itself kill this running task?"""
+        return self._running[task_id].killed
+
     def end(self, task_id: int) -> bool:
         """The task's thread is done; was it killed?"""
         return self._running.pop(task_id).killed

@@ -41,6 +41,10 @@ class ReadyQueue:
     def push(self, task: Task) -> None:
         heapq.heappush(self._heap, (-self.priorities[task.id], task.order, task.id))
 
+    def push_first(self, task: Task) -> None:
+        """Ahead of every other ready task (a step run again after the kernel killed it)."""
+        heapq.heappush(self._heap, (float("-inf"), task.order, task.id))
+
     def first(self) -> int:
         """The best ready task's id."""
         return self._heap[0][2]

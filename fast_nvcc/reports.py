@@ -60,6 +60,8 @@ class StepReport:
     remote: str | None = None  # through sccache: remote, sccache-hit, sccache-local, local-fallback, sccache
     remote_note: str = ""
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
+    memory_waited: float = 0.0  # the part of ``waited`` held back by the memory budget
+    oom_rerun: bool = False  # killed for memory and run again alone (fast_nvcc.memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +114,11 @@ class RunReport:
         return sum(s.waited for s in self.slot_steps)
 
     @property
+    def memory_wait_seconds(self) -> float:
+        """The part of the slot waits spent held back by the memory budget, summed."""
+        return sum(s.memory_waited for s in self.slot_steps)
+
+    @property
     def parallelism(self) -> float:
         return self.serial_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
@@ -160,6 +167,8 @@ def build_report(
                 remote=record.remote,
                 remote_note=record.remote_note,
                 over_pool=record.over_pool,
+                memory_waited=record.memory_wait,
+                oom_rerun=record.oom_rerun,
             )
         )
     return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at)
@@ -302,7 +311,8 @@ def trace_events(report: RunReport, *, pid: int = 1, offset_us: float = 0.0, nam
     events: list[TraceEvent] = [
         {"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
          "args": {"name": name, "first_step_wait_seconds": round(report.first_step_wait_seconds, 6),
-                  "slot_wait_seconds": round(report.slot_wait_seconds, 6)}},
+                  "slot_wait_seconds": round(report.slot_wait_seconds, 6),
+                  "memory_wait_seconds": round(report.memory_wait_seconds, 6)}},
         {"name": "thread_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "fast_nvcc (in-process)"}},
     ]
     lanes = sorted({s.slot for s in report.steps if s.slot is not None})
@@ -335,6 +345,8 @@ def trace_events(report: RunReport, *, pid: int = 1, offset_us: float = 0.0, nam
                     "cpu_seconds": step.cpu_seconds,
                     "max_rss_kb": step.max_rss_kb,
                     "waited_seconds": round(step.waited, 6),
+                    "memory_waited_seconds": round(step.memory_waited, 6),
+                    "oom_rerun": step.oom_rerun,
                     "command": shlex.join(step.command),
                 },
             }
@@ -395,6 +407,13 @@ def format_summary(report: RunReport, *, what: str = "") -> str:
             f" {report.slot_wait_seconds:.2f} s in all ({sum(s.waited > 0.05 for s in report.slot_steps)}"
             f" of {len(report.slot_steps)} commands waited)"
         )
+    held = [s for s in report.slot_steps if s.memory_waited > 0]
+    if held:
+        lines.append(f"  waited for memory: {report.memory_wait_seconds:.2f} s in all ({len(held)} commands held back"
+                     " by the memory budget)")  # fmt: skip
+    reruns = [s.label for s in report.steps if s.oom_rerun]
+    if reruns:
+        lines.append("  killed for memory, run again alone: " + ", ".join(reruns))
     counts = report.cache_counts()
     if counts:
         hits = sum(h for h, _ in counts.values())
@@ -468,6 +487,7 @@ def log_record(
         record["critical_path_seconds"] = round(report.critical_path_seconds, 6)
         record["first_step_wait_seconds"] = round(report.first_step_wait_seconds, 6)
         record["slot_wait_seconds"] = round(report.slot_wait_seconds, 6)
+        record["memory_wait_seconds"] = round(report.memory_wait_seconds, 6)
         counts = report.cache_counts()
         if counts:
             record["cache"] = {
@@ -504,6 +524,8 @@ def log_record(
                 **({"remote": s.remote} if s.remote is not None else {}),
                 **({"remote_note": s.remote_note} if s.remote_note else {}),
                 **({"over_pool": s.over_pool} if s.over_pool else {}),
+                **({"memory_wait": round(s.memory_waited, 6)} if s.memory_waited else {}),
+                **({"oom_rerun": True} if s.oom_rerun else {}),
             }
             for s in report.steps
         ]

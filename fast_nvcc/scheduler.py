@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .admission import Admission
 from .captures import Captures
@@ -41,8 +41,11 @@ from .graph import HANDLED_BY, Action, Dag, Task
 from .plan import Step
 from .processes import Processes, Spawned, is_nvcc_capture
 from .ready_queue import ReadyQueue
-from .slots import MemoryGate, Slots
+from .slots import Slots
 from .task_records import Record, RunResult, State, StepFailed
+
+if TYPE_CHECKING:
+    from .memory import MemoryBudget
 
 
 class Internal:
@@ -141,6 +144,10 @@ class TaskRun:
     def finish(self, returncode: int) -> None:
         self.record.end = self.runner._now()
         self.record.returncode = returncode
+        # A step the OOM killer took runs again (fast_nvcc.memory), so it must never show as
+        # failed, not even for the moment before the loop requeues it.
+        if returncode != 0 and self.runner._killed_for_memory(self.task, returncode):
+            return
         self.record.state = State.DONE if returncode == 0 else State.FAILED
 
 
@@ -209,7 +216,7 @@ class Runner:
         stderr: BinaryIO | None = None,
         on_event: Callable[[str, Task, Record], None] | None = None,
         slots: Slots | None = None,
-        memory: MemoryGate | None = None,
+        memory: MemoryBudget | None = None,
         state_dir: str | None = None,
     ) -> None:
         self.dag = dag
@@ -232,6 +239,7 @@ class Runner:
         self._threads: list[threading.Thread] = []
         self.captures = Captures(workdir)  # in memory: a full $TMPDIR must not swallow them
         self.ready = ReadyQueue(priorities, work=work)
+        self.memory = memory
         self.admission = Admission(jobs=self.jobs, slots=self.slots, memory=memory)
         self.processes = Processes(
             env=self.env, cwd=cwd, workdir=workdir, combine_output=combine_output, captures=self.captures
@@ -273,13 +281,15 @@ class Runner:
                     if self.admission.at_capacity(task, handler.capacity):
                         blocked = True
                         break
-                    if handler.takes_slot and not self.admission.reserve(task, ready.priority(task.id)):
+                    if handler.takes_slot and not self.admission.reserve(task, ready.priority(task.id), now=self._now()):
                         blocked = self.admission.free
                         break
                     ready.pop()
                     self._start(task)
                 if not blocked:
                     self.slots.withdraw()  # nothing of ours waits: others may go first
+                    if self.memory is not None:
+                        self.memory.withdraw()
                 self.admission.release_idle()
                 if not self.processes.running:
                     if not ready:
@@ -296,8 +306,18 @@ class Runner:
                 self.admission.end(
                     tasks[task_id], record.slot, takes_slot=handler.takes_slot, capacity=handler.capacity
                 )
+                if self.memory is not None:
+                    ran = record.state is State.DONE and not record.cached  # a peak worth telling peers
+                    self.memory.release(task_id, rss_kb=record.max_rss_kb if ran else None)
                 if error is not None:
                     raise error
+                if record.oom_rerun and record.state is State.SKIPPED and not killed:
+                    # Killed for memory: again, ahead of all, alone (fast_nvcc.memory).
+                    record.captures.clear()
+                    record.start = record.end = None
+                    record.ready = self._now()
+                    ready.push_first(tasks[task_id])
+                    continue
                 if killed:
                     record.state = State.KILLED
                 elif record.state is State.DONE:
@@ -344,6 +364,16 @@ class Runner:
     def _handler(self, task: Task) -> Handler:
         return self.handlers[task.action]
 
+    def _killed_for_memory(self, task: Task, returncode: int) -> bool:
+        """Was ``task`` (on its own thread, ending) killed by the kernel for memory, and does it
+        get one more run?  Then it is marked to run again."""
+        if self.memory is None or self.processes.killed(task.id):
+            return False
+        record = self.records[task.id]
+        again = self.memory.out_of_memory(task.id, returncode, rss_kb=record.max_rss_kb)
+        record.oom_rerun = record.oom_rerun or again  # a second kill keeps the mark of the first
+        return again
+
     def _next_event(self, *, timeout: float) -> tuple[int, BaseException | None] | None:
         try:
             return self._events.get(timeout=timeout)
@@ -362,6 +392,8 @@ class Runner:
         record.slot, record.over_pool = self.admission.start(
             task, takes_slot=handler.takes_slot, capacity=handler.capacity
         )
+        if record.slot is not None and self.memory is not None:
+            record.memory_wait = self.memory.waited(task.id)
         record.start = self._now()
         self.processes.begin(task)
         self._notify("start", task, record)

@@ -323,35 +323,6 @@ class _Hold:
 _SERIALS = itertools.count(1)  # mark names, unique in the process even with several pools in it
 
 
-class MemoryGate:
-    """Holds back a step when the machine's available memory would not fit it.
-
-    Consulted only while another step of this compile runs, so a compile always makes progress.
-    """
-
-    RESERVE_FRACTION = 0.05
-
-    def __init__(self, estimate) -> None:
-        self.estimate = estimate  # task -> bytes it is expected to need at its peak
-        self._sampled = 0.0
-        self._available = 0
-        self._total = 0
-
-    def allows(self, task) -> bool:
-        now = time.monotonic()
-        if now - self._sampled > 0.1:
-            import psutil
-
-            memory = psutil.virtual_memory()
-            self._available, self._total = memory.available, memory.total
-            self._sampled = now
-        return self._available - self.estimate(task) > self._total * self.RESERVE_FRACTION
-
-    def taken(self, task) -> None:
-        """A step just started: count its memory as gone until the next sample."""
-        self._available -= self.estimate(task)
-
-
 def slots_from_environment(env: Mapping[str, str], *, pool_size: int) -> Slots:
     """The jobserver of MAKEFLAGS if there is a usable one, else the machine-wide pool."""
     jobserver = jobserver_from_makeflags(env.get("MAKEFLAGS", ""))

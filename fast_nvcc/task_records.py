@@ -34,6 +34,8 @@ class Record:
     remote_note: str = ""  # why it ran here after all
     slot: int | None = None
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
+    memory_wait: float = 0.0  # seconds of its wait spent held back by the memory budget
+    oom_rerun: bool = False  # killed for memory (fast_nvcc.memory) and run again alone
     # Captured output: (fd, path) in the order to forward them.
     captures: list[tuple[int, str]] = field(default_factory=list)
 

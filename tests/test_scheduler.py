@@ -239,30 +239,3 @@ def test_resource_usage_is_recorded(tmp_path):
     (record,) = result.records
     assert record.cpu_seconds > 0 and record.max_rss_kb > 0
     assert record.seconds >= record.cpu_seconds * 0.5
-
-
-def test_memory_gate_holds_back_steps_that_would_not_fit(tmp_path):
-    """A step whose estimate exceeds what the machine has waits until nothing else of ours
-    runs; it is never held back forever."""
-    import psutil
-
-    from fast_nvcc.slots import MemoryGate
-
-    huge = psutil.virtual_memory().total * 2
-    tasks = [sh_task(i, "sleep 0.2") for i in range(3)]
-    dag = Dag(tuple(tasks), tuple(frozenset() for _ in tasks))
-    runner = Runner(
-        dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=3,
-        priorities=[1.0] * 3, internal=Internal(), stdout=io.BytesIO(), stderr=io.BytesIO(),
-        memory=MemoryGate(lambda task: huge),
-    )  # fmt: skip
-    result = runner.run()
-    assert result.returncode == 0
-    assert overlap(result.records) == 1
-
-    small = Runner(
-        dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=3,
-        priorities=[1.0] * 3, internal=Internal(), stdout=io.BytesIO(), stderr=io.BytesIO(),
-        memory=MemoryGate(lambda task: 1024),
-    )  # fmt: skip
-    assert overlap(small.run().records) == 3

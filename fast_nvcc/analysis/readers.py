@@ -162,6 +162,8 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
             command=bool(step.get("command", True)),
             remote=step.get("remote"),
             over_pool=step.get("over_pool"),
+            memory_wait=_float_or_none(step.get("memory_wait")) or 0.0,
+            oom_rerun=bool(step.get("oom_rerun", False)),
         )
         for step in data.get("steps") or ()
     )
@@ -176,6 +178,7 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
         steps=steps,
         first_step_wait=_float_or_none(data.get("first_step_wait_seconds")),
         slot_wait=_float_or_none(data.get("slot_wait_seconds")),
+        memory_wait=_float_or_none(data.get("memory_wait_seconds")),
         device_trace=_device_trace_of(data.get("device_trace")),
     )
 

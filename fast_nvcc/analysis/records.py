@@ -41,6 +41,8 @@ class Step:
     command: bool = True  # a subprocess (False: fast_nvcc's in-process bookkeeping)
     remote: str | None = None  # --remote sccache: what became of it (remote, sccache-hit, ...)
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
+    memory_wait: float = 0.0  # seconds held back by the memory budget (docs/memory.md)
+    oom_rerun: bool = False  # killed for memory and run again alone
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,7 @@ class CompileRecord:
     steps: tuple[Step, ...]
     first_step_wait: float | None = None  # seconds it waited for a slot before its first step
     slot_wait: float | None = None  # seconds its ready steps waited for slots, summed
+    memory_wait: float | None = None  # the part of slot_wait held back by the memory budget
     device_trace: tuple[str, str] | None = None  # (sidecar file, record id) of --device-trace
     device: tuple[ToolCosts, ...] = ()
 
@@ -184,6 +187,10 @@ class Waiting:
     worst_first_step: tuple[float, str]  # (seconds, output)
     starved: tuple[tuple[float, str], ...]  # waited for a first step while another ran two or more
     over_pool: tuple[tuple[str, OverPool], ...] = ()  # ("first" | "drain", its steps)
+    memory_seconds: float = 0.0  # the part of slot_seconds held back by the memory budget
+    memory_steps: int = 0  # steps held back by the memory budget
+    memory_compiles: int = 0
+    oom_reruns: int = 0  # steps killed for memory and run again alone
 
 
 # The device side of the build (--device-trace), summed by device.py.

@@ -132,6 +132,11 @@ def report_tables(a: Analysis) -> Iterator[Table]:
                       "drain": "for the compiles nearest their end (rule 3)"}[why]  # fmt: skip
             rows.append((f"over the pool {reason}: {over.steps} steps of {over.compiles} compiles",
                          _seconds(over.seconds)))  # fmt: skip
+        if w.memory_steps:
+            rows.append((f"held back by the memory budget: {w.memory_steps} steps of {w.memory_compiles} compiles",
+                         _seconds(w.memory_seconds)))  # fmt: skip
+        if w.oom_reruns:
+            rows.append(("killed for memory and run again alone", f"{w.oom_reruns} steps"))
         yield Table(f"waiting for slots ({w.compiles} compiles)", ("", "seconds"), tuple(rows), "ll")
     yield from device_tables(a, top=a.top)
 

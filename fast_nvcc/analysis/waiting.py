@@ -1,7 +1,9 @@
 """How long the build's compiles waited for slots, whether any starved (one waited for its first
 step while another compile ran two or more steps), and which steps ran over the machine-wide
-pool and why (docs/scheduling.md).  From the FAST_NVCC_LOG fields ``first_step_wait_seconds`` /
-``slot_wait_seconds``, the steps' times and their ``over_pool``."""
+pool and why (docs/scheduling.md), and how long the memory budget held steps back
+(docs/memory.md).  From the FAST_NVCC_LOG fields ``first_step_wait_seconds`` /
+``slot_wait_seconds`` / ``memory_wait_seconds``, the steps' times, ``over_pool``, ``memory_wait``
+and ``oom_rerun``."""
 
 from __future__ import annotations
 
@@ -33,6 +35,10 @@ def measure_waiting(jobs: Sequence[Job]) -> Waiting | None:
         worst_first_step=(worst.record.first_step_wait or 0.0, worst.name),
         starved=tuple(sorted(starved, reverse=True)),
         over_pool=_over_pool(timed),
+        memory_seconds=sum(j.record.memory_wait or 0.0 for j in timed),
+        memory_steps=sum(1 for j in timed for s in j.record.steps if s.memory_wait > 0),
+        memory_compiles=sum(1 for j in timed if any(s.memory_wait > 0 for s in j.record.steps)),
+        oom_reruns=sum(1 for j in timed for s in j.record.steps if s.oom_rerun),
     )
 
 

@@ -1,0 +1,543 @@
+"""A memory budget shared by every compile on the machine: a step starts only when its expected
+peak fits in what the machine and this process's memory cgroup have left (docs/memory.md).
+
+* **The limit** is the smallest of the machine's memory and every memory cgroup this process
+  sits in (v1 ``memory.limit_in_bytes``, v2 ``memory.max``; a container's ``--memory`` is one
+  of these), and what is *free* is the smallest of the machine's ``MemAvailable`` and, for each
+  limited cgroup, its limit minus its usage.  A v1 cgroup's usage counts page cache: the
+  inactive file pages, which the kernel reclaims before it kills anything, are not counted
+  (what ``docker stats`` does).
+* **Claims.** Each running step claims its expected peak with a file of the pool directory
+  (``memory/c-<pid>-<n>-<bytes>``), flocked like the slot pool's files, so a killed compile's
+  claims go with it.  A step starts when its peak, plus what the running steps are still
+  expected to add, plus a small reserve, fits in what is free.  What the running steps will
+  still add is their claims; only when that does not fit are their process trees' RSS read
+  (at most every ``SCAN_EVERY``) and each compile's claim counted less what its steps already
+  hold (that part is in the usage already); a tree above its claim counts nothing more.
+* **Progress.** A step that does not fit posts a waiter (``memory/w-<since>-<pid>-<n>``); while
+  any waits, no later compile starts a step, so a big step is not starved by small ones.  When
+  no step of any compile holds a claim, the earliest waiter starts whatever its size: one step
+  at a time is how plain nvcc runs, and a budget must not do worse.
+* **Peaks** come from the driver (history's ``rss_kb`` per source, tool and arch); a step with
+  no learned peak takes the last peak a peer posted for its tool and architecture
+  (``memory/peak-<tool>-<arch>``, written as steps end), else the per-tool default.
+* **Killed anyway.** A step that the kernel kills (SIGKILL, exit 137, or a failure while the
+  cgroup's ``oom_kill`` count rose) runs again once, alone: it waits until nothing of ours
+  holds a claim, ahead of every other waiter.
+
+Nothing here runs on the hot path when memory is plentiful: a check lists one directory, sums
+the claims' names and reads ``/proc/meminfo`` and the cgroup's files at most every
+``SAMPLE_EVERY``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import itertools
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .pool_files import Claim, is_live
+
+MIB = 1 << 20
+# v1's "no limit" is the largest page-aligned long; anything this high is no limit.
+_UNLIMITED = 1 << 60
+
+
+@dataclass(frozen=True, slots=True)
+class Cgroup:
+    """One memory cgroup directory this process sits in (or under)."""
+
+    version: int  # 1 or 2
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """One cgroup's limit and usage, in bytes (usage without reclaimable page cache)."""
+
+    path: str
+    limit: int
+    used: int
+    oom_kills: int
+
+
+@dataclass(frozen=True, slots=True)
+class Headroom:
+    """What a new step may use: ``free`` bytes now, under a ``limit`` (both the smallest of the
+    machine's and every limited cgroup's), ``where`` says which one binds."""
+
+    limit: int
+    free: int
+    where: str
+
+
+# -- the limit ---------------------------------------------------------------------------------
+
+
+def find_cgroups(proc_cgroup: str, mountinfo: str) -> list[Cgroup]:
+    """The memory cgroups of a process, its own first, then each parent up to the mount's root:
+    from the text of ``/proc/<pid>/cgroup`` and ``/proc/<pid>/mountinfo``.  A v1 memory
+    hierarchy wins over v2 (a hybrid machine's v2 mount then holds no memory controller)."""
+    v1 = v2 = None
+    for line in proc_cgroup.splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if "memory" in controllers.split(","):
+            v1 = path
+        elif number == "0" and controllers == "":
+            v2 = path
+    mounts = _cgroup_mounts(mountinfo)
+    for version, path in ((1, v1), (2, v2)):
+        if path is None:
+            continue
+        for root, mountpoint, mount_version, options in mounts:
+            if mount_version != version or (version == 1 and "memory" not in options):
+                continue
+            # Inside a container without a cgroup namespace the mount's root is the container's
+            # cgroup (/docker/<id>) and /proc says the same path: strip it.
+            if not (path == root or path.startswith(root.rstrip("/") + "/")):
+                continue
+            relative = path[len(root.rstrip("/")) :].strip("/")
+            found = []
+            while True:
+                directory = os.path.join(mountpoint, relative) if relative else mountpoint
+                found.append(Cgroup(version, directory))
+                if not relative:
+                    return found
+                relative = os.path.dirname(relative)
+    return []
+
+
+def _cgroup_mounts(mountinfo: str) -> list[tuple[str, str, int, set[str]]]:
+    mounts = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if " - " not in line or len(fields) < 5:
+            continue
+        after = line.split(" - ", 1)[1].split()
+        if not after or after[0] not in ("cgroup", "cgroup2"):
+            continue
+        options = set(after[2].split(",")) if len(after) > 2 else set()
+        mounts.append((_unescape(fields[3]), _unescape(fields[4]), 2 if after[0] == "cgroup2" else 1, options))
+    return mounts
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
+
+
+def this_process_cgroups() -> list[Cgroup]:
+    try:
+        with open("/proc/self/cgroup") as a, open("/proc/self/mountinfo") as b:
+            return find_cgroups(a.read(), b.read())
+    except OSError:
+        return []
+
+
+def read_level(cgroup: Cgroup) -> Level | None:
+    """A cgroup's limit and usage; None where its files cannot be read (not mounted here)."""
+    try:
+        if cgroup.version == 1:
+            limit = int(_read(cgroup.path, "memory.limit_in_bytes"))
+            used = int(_read(cgroup.path, "memory.usage_in_bytes"))
+            stat = _fields(_read(cgroup.path, "memory.stat"))
+            cache = stat.get("total_inactive_file", stat.get("inactive_file", 0))
+            kills = _fields(_read(cgroup.path, "memory.oom_control")).get("oom_kill", 0)
+        else:
+            text = _read(cgroup.path, "memory.max").strip()
+            limit = _UNLIMITED if text == "max" else int(text)
+            used = int(_read(cgroup.path, "memory.current"))
+            cache = _fields(_read(cgroup.path, "memory.stat")).get("inactive_file", 0)
+            kills = _fields(_read(cgroup.path, "memory.events")).get("oom_kill", 0)
+    except (OSError, ValueError):
+        return None
+    return Level(cgroup.path, limit, max(0, used - cache), kills)
+
+
+def read_machine() -> tuple[int, int]:
+    """The machine's (total, available) memory in bytes, from /proc/meminfo."""
+    fields = _fields(_read("/proc", "meminfo"))
+    return fields.get("MemTotal", 0) * 1024, fields.get("MemAvailable", fields.get("MemFree", 0)) * 1024
+
+
+def measure_headroom(levels: Iterable[Level], machine: tuple[int, int]) -> Headroom:
+    total, available = machine
+    headroom = Headroom(total, available, "machine")
+    for level in levels:
+        if level.limit >= _UNLIMITED or level.limit >= total:
+            continue
+        free = max(0, level.limit - level.used)
+        if free < headroom.free or level.limit < headroom.limit:
+            headroom = Headroom(min(level.limit, headroom.limit), min(free, headroom.free), level.path)
+    return headroom
+
+
+def read_headroom(cgroups: Sequence[Cgroup]) -> Headroom:
+    levels = [level for level in map(read_level, cgroups) if level is not None]
+    return measure_headroom(levels, read_machine())
+
+
+def reserve_for(limit: int) -> int:
+    """Kept free besides the claims: the kernel's own, fast_nvcc's Python processes, a shell
+    or two: 4% of the limit, between 32 MiB and 256 MiB."""
+    return min(256 * MIB, max(32 * MIB, limit // 25))
+
+
+def fits(need: int, *, free: int, claimed: Sequence[tuple[int, int]], reserve: int) -> bool:
+    """Does a step of ``need`` bytes fit, when each running compile claims ``claimed`` (its
+    steps' expected peaks, what they hold now) and ``free`` is what the usage leaves?  What a
+    compile already holds is in the usage: only the rest of its claim is still to come."""
+    coming = sum(max(0, peak - held) for peak, held in claimed)
+    return need + coming + reserve <= free
+
+
+# -- the budget --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    claim: Claim
+    bytes: int
+
+
+class MemoryBudget:
+    """One compile's side of the machine-wide budget: the Runner asks it before each command
+    starts (:meth:`reserve`), tells it when one ends (:meth:`release`), and asks it whether a
+    failed command was killed for memory (:meth:`out_of_memory`)."""
+
+    SAMPLE_EVERY = 0.1  # seconds between reads of /proc/meminfo and the cgroup's files
+    SCAN_EVERY = 0.5  # seconds between reads of the running steps' RSS (only when tight)
+    PEERS_EVERY = 1.0
+    GAP = 0.5  # the longest gap between two holds that counts as one memory wait
+
+    def __init__(
+        self,
+        directory: str,
+        *,
+        peaks: Sequence[int],
+        kinds: Sequence[tuple[str, str]],
+        learned: Sequence[bool],
+        cgroups: Sequence[Cgroup] | None = None,
+    ) -> None:
+        self.directory = directory
+        os.makedirs(directory, mode=0o700, exist_ok=True)  # under the pool's, which is the user's
+        self.peaks = list(peaks)  # task -> expected peak in bytes
+        # task -> (tool, arch), for peers' peaks, as the peak files name them
+        self.kinds = [tuple(re.sub(r"[^\w.+-]", "_", part) for part in kind) for kind in kinds]
+        self.learned = learned  # task -> whether its peak came from history
+        self.cgroups = list(this_process_cgroups() if cgroups is None else cgroups)
+        levels = [level for level in map(read_level, self.cgroups) if level is not None]
+        self._oom_kills = sum(level.oom_kills for level in levels)
+        self._headroom = measure_headroom(levels, read_machine())
+        self._sampled = time.monotonic()
+        self._held: dict[int, _Held] = {}
+        self._waiter: Claim | None = None
+        self._alone: set[int] = set()  # tasks to run again alone: killed for memory
+        self._retried: set[int] = set()
+        self._denied: dict[int, float] = {}  # task -> when it was last held back
+        self._waited: dict[int, float] = {}  # task -> seconds held back, summed
+        self._rss: dict[int, int] = {}
+        self._scanned = -1.0
+        self._peers: dict[tuple[str, str], int] = {}
+        self._peers_read = -1.0
+        self._serial = next(_SERIALS)  # tells this budget's waiter from another's of the process
+        self._lock_fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    @property
+    def headroom(self) -> Headroom:
+        return self._headroom
+
+    @property
+    def description(self) -> str:
+        h = self._headroom
+        return (f"memory budget: limit {h.limit / (1 << 30):.2f} GiB ({h.where}), {h.free / (1 << 30):.2f} GiB free,"
+                f" claims in {self.directory}")  # fmt: skip
+
+    def need(self, task_id: int) -> int:
+        peak = self.peaks[task_id]
+        if not self.learned[task_id]:
+            peer = self._peer_peaks().get(self.kinds[task_id])
+            if peer:
+                peak = peer
+        return peak
+
+    def reserve(self, task_id: int, *, now: float) -> bool:
+        """May ``task_id`` start now?  If so its peak is claimed until :meth:`release`."""
+        with self._locked():
+            granted = self._decide(task_id)
+            if granted:
+                need = self.need(task_id)
+                name = f"c-{os.getpid()}-{next(_SERIALS)}-{need}"
+                self._held[task_id] = _Held(Claim.make(os.path.join(self.directory, name)), need)
+        if granted:
+            self._alone.discard(task_id)
+            self._count_wait(task_id, now)
+            self._denied.pop(task_id, None)
+            self.withdraw()
+        else:
+            self._count_wait(task_id, now)
+            self._denied[task_id] = now
+            self._post_waiter(alone=task_id in self._alone)
+        return granted
+
+    def _count_wait(self, task_id: int, now: float) -> None:
+        """Add the time since this task was last held back for memory.  The Runner asks every
+        20 ms while a step waits; a longer gap was spent waiting for something else (a slot)."""
+        since = self._denied.get(task_id)
+        if since is not None:
+            self._waited[task_id] = self._waited.get(task_id, 0.0) + min(now - since, self.GAP)
+
+    def waited(self, task_id: int) -> float:
+        """Seconds ``task_id`` was held back for memory."""
+        return self._waited.get(task_id, 0.0)
+
+    def release(self, task_id: int, *, rss_kb: int | None) -> None:
+        held = self._held.pop(task_id, None)
+        if held is not None:
+            held.claim.drop()
+        if rss_kb and task_id < len(self.kinds):
+            self._post_peak(self.kinds[task_id], rss_kb * 1024)
+
+    def out_of_memory(self, task_id: int, returncode: int, *, rss_kb: int | None) -> bool:
+        """Was this failure the kernel's OOM killer, and is the step worth one more run, alone?
+        Exit 137 (or -9) is a SIGKILL fast_nvcc did not send; a tool whose child was killed
+        (gcc's cc1plus) fails otherwise, and the cgroup's oom_kill count says so."""
+        if task_id in self._retried:
+            return False
+        killed = returncode in (128 + 9, -9)
+        if not killed:
+            levels = [level for level in map(read_level, self.cgroups) if level is not None]
+            kills = sum(level.oom_kills for level in levels)
+            killed = kills > self._oom_kills
+        if not killed:
+            return False
+        self._retried.add(task_id)
+        self._alone.add(task_id)
+        if rss_kb:  # it held this much when it died: it needs at least that
+            self.peaks[task_id] = max(self.peaks[task_id], rss_kb * 1024)
+            self.learned = [*self.learned[:task_id], True, *self.learned[task_id + 1 :]]
+        return True
+
+    def withdraw(self) -> None:
+        """Nothing of ours waits for memory now: others go first."""
+        if self._waiter is not None:
+            self._waiter.drop()
+            self._waiter = None
+
+    def close(self) -> None:
+        for held in self._held.values():
+            held.claim.drop()
+        self._held.clear()
+        self.withdraw()
+        os.close(self._lock_fd)
+
+    # -- the decision ---------------------------------------------------------------------
+
+    def _decide(self, task_id: int) -> bool:
+        names = _names(self.directory)
+        claims = [(pid, size) for pid, size in map(_parse_claim, names) if pid]
+        if self._alone and task_id not in self._alone:
+            return False  # a step of ours runs again alone: nothing else of ours starts
+        if self._someone_ahead([n for n in names if n.startswith("w-")]):
+            return False
+        if task_id in self._alone or not claims:
+            # Alone: only when no claim is live.  And with no claim anywhere, one step always
+            # starts: one at a time is plain nvcc's way.
+            return not self._live_claims(names)
+        need = self.need(task_id)
+        headroom = self._sample()
+        reserve = reserve_for(headroom.limit)
+        if need + sum(size for _, size in claims) + reserve <= headroom.free:
+            return True  # the cheap check: as if no running step held anything yet
+        live = self._live_claims(names)
+        if not live:
+            return True
+        return fits(need, free=headroom.free, claimed=self._claimed(live), reserve=reserve)
+
+    def _someone_ahead(self, waiters: Sequence[str]) -> bool:
+        """A live waiter of another compile ranks before ours (or we have none)."""
+        if not waiters:
+            return False
+        mine = os.path.basename(self._waiter.path) if self._waiter is not None else None
+        for name in sorted(waiters):
+            if mine is not None and name >= mine:
+                return False
+            if is_live(os.path.join(self.directory, name)):
+                return True
+        return False
+
+    def _live_claims(self, names: Sequence[str]) -> list[tuple[int, int]]:
+        mine = {os.path.basename(h.claim.path) for h in self._held.values()}
+        live = []
+        for name in names:
+            pid, size = _parse_claim(name)
+            if pid and (name in mine or is_live(os.path.join(self.directory, name))):
+                live.append((pid, size))
+        return live
+
+    def _claimed(self, live: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Per compile: (its claims' sum, what its steps hold now)."""
+        per_pid: dict[int, int] = {}
+        for pid, size in live:
+            per_pid[pid] = per_pid.get(pid, 0) + size
+        now = time.monotonic()
+        if now - self._scanned >= self.SCAN_EVERY or set(per_pid) - set(self._rss):
+            self._rss = _tree_rss(per_pid)
+            self._scanned = now
+        return [(size, self._rss.get(pid, 0)) for pid, size in per_pid.items()]
+
+    def _sample(self) -> Headroom:
+        now = time.monotonic()
+        if now - self._sampled >= self.SAMPLE_EVERY:
+            self._headroom = read_headroom(self.cgroups)
+            self._sampled = now
+        return self._headroom
+
+    def _post_waiter(self, *, alone: bool) -> None:
+        if self._waiter is not None and (not alone or "-0000000000000000-" in self._waiter.path):
+            return
+        since = 0 if alone else time.time_ns() // 1000  # a step run again alone goes first
+        name = os.path.join(self.directory, f"w-{since:016d}-{os.getpid()}-{self._serial}")
+        if self._waiter is None:
+            self._waiter = Claim.make(name)
+        else:
+            try:
+                self._waiter = self._waiter.renamed(name)
+            except FileNotFoundError:
+                self._waiter.drop()
+                self._waiter = Claim.make(name)
+
+    # -- peers ----------------------------------------------------------------------------
+
+    def _peer_peaks(self) -> dict[tuple[str, str], int]:
+        now = time.monotonic()
+        if now - self._peers_read >= self.PEERS_EVERY:
+            self._peers_read = now
+            peers = {}
+            for name in _names(self.directory):
+                if name.startswith("peak-"):
+                    tool, _, rest = name[len("peak-") :].partition("~")
+                    arch, _, size = rest.rpartition("~")
+                    if size.isdigit():
+                        peers[(tool, arch)] = int(size)
+            self._peers = peers
+        return self._peers
+
+    def _post_peak(self, kind: tuple[str, str], size: int) -> None:
+        """The last peak of this tool and architecture, for peers that have none learned: a
+        file whose name says it, replaced (one rename) as steps end."""
+        tool, arch = (re.sub(r"[^\w.+-]", "_", part) for part in kind)
+        prefix = f"peak-{tool}~{arch}~"
+        path = os.path.join(self.directory, f"{prefix}{size}")
+        with contextlib.suppress(OSError):
+            for name in _names(self.directory):
+                if name.startswith(prefix) and name != os.path.basename(path):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(os.path.join(self.directory, name))
+            with open(path, "w"):
+                pass
+
+    @contextlib.contextmanager
+    def _locked(self):
+        # The check and the claim are one step for the whole machine: two compiles that both
+        # found room for one step must not both take it.
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+
+_SERIALS = itertools.count(1)
+
+
+def _names(directory: str) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
+
+
+def _parse_claim(name: str) -> tuple[int, int]:
+    """(pid, bytes) of a claim's name ``c-<pid>-<n>-<bytes>``; (0, 0) for anything else."""
+    if not name.startswith("c-"):
+        return 0, 0
+    parts = name.split("-")
+    if len(parts) != 4 or not (parts[1].isdigit() and parts[3].isdigit()):
+        return 0, 0
+    return int(parts[1]), int(parts[3])
+
+
+def _tree_rss(pids: Iterable[int]) -> dict[int, int]:
+    """Per pid: the RSS of its descendants (its steps and theirs), in bytes; one pass over the
+    process table."""
+    import psutil
+
+    wanted = set(pids)
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for proc in psutil.process_iter(["ppid", "memory_info"]):
+        info = proc.info
+        if info.get("ppid") is None:
+            continue
+        children.setdefault(info["ppid"], []).append(proc.pid)
+        memory = info.get("memory_info")
+        rss[proc.pid] = memory.rss if memory is not None else 0
+    result = {}
+    for pid in wanted:
+        total, stack = 0, list(children.get(pid, ()))
+        while stack:
+            child = stack.pop()
+            total += rss.get(child, 0)
+            stack.extend(children.get(child, ()))
+        result[pid] = total
+    return result
+
+
+def _read(directory: str, name: str) -> str:
+    with open(os.path.join(directory, name)) as handle:
+        return handle.read()
+
+
+def _fields(text: str) -> dict[str, int]:
+    """``key value`` lines (memory.stat, memory.events, oom_control; /proc/meminfo's ``Key:``)."""
+    fields = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[1].isdigit():
+            fields[parts[0].rstrip(":")] = int(parts[1])
+    return fields
+
+
+def budget_directory(pool_directory: str, cgroups: Sequence[Cgroup]) -> str:
+    """Where the compiles that share a limit keep their claims: one directory per innermost
+    limited cgroup (two containers' claims do not count against each other), or ``machine``."""
+    total = read_machine()[0]
+    for cgroup in cgroups:
+        level = read_level(cgroup)
+        if level is not None and level.limit < min(total, _UNLIMITED):
+            key = hashlib.sha1(os.path.realpath(cgroup.path).encode()).hexdigest()[:12]
+            return os.path.join(pool_directory, "memory", f"cgroup-{key}")
+    return os.path.join(pool_directory, "memory", "machine")
+
+
+def budget_from_environment(
+    env: Mapping[str, str], pool_directory: str, *, peaks: Sequence[int], kinds: Sequence[tuple[str, str]],
+    learned: Sequence[bool],
+) -> MemoryBudget | None:
+    """The machine-wide budget, unless FAST_NVCC_MEMORY=0 or the pool directory is unusable
+    (then no budget: the compile runs as before)."""
+    if env.get("FAST_NVCC_MEMORY", "1") == "0":
+        return None
+    cgroups = this_process_cgroups()
+    try:
+        return MemoryBudget(budget_directory(pool_directory, cgroups), peaks=peaks, kinds=kinds, learned=learned,
+                            cgroups=cgroups)  # fmt: skip
+    except OSError:
+        return None
