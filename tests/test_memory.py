@@ -26,6 +26,7 @@ from fast_nvcc.memory import (
     find_cgroups,
     fits,
     measure_headroom,
+    read_level,
     read_machine,
     reserve_for,
 )
@@ -314,3 +315,24 @@ def test_a_step_the_oom_killer_takes_runs_again_alone(memory_cgroup, tmp_path):
     assert "killed for lack of memory; ran it again alone" in text
     assert "Killed" not in text.replace("killed for lack", "")
     assert mask((tmp_path / "fast.o").read_bytes()) == _nvcc_object(tmp_path, ["-ccbin", str(wrapper)])
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_page_cache_of_files_is_not_usage_but_shared_memory_is(tmp_path, version):
+    """A cgroup's files as the kernel writes them (made-up numbers): the file pages, active
+    and inactive, leave the usage (a build's headers are active cache); shmem stays in it."""
+    gib = 2**30
+    if version == 1:
+        (tmp_path / "memory.limit_in_bytes").write_text(f"{8 * gib}\n")
+        (tmp_path / "memory.usage_in_bytes").write_text(f"{7 * gib}\n")
+        (tmp_path / "memory.stat").write_text(
+            f"cache {5 * gib}\nshmem {gib}\ntotal_inactive_file {gib}\ntotal_active_file {3 * gib}\n")
+        (tmp_path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+    else:
+        (tmp_path / "memory.max").write_text(f"{8 * gib}\n")
+        (tmp_path / "memory.current").write_text(f"{7 * gib}\n")
+        (tmp_path / "memory.stat").write_text(
+            f"anon {2 * gib}\nfile {5 * gib}\nshmem {gib}\ninactive_file {gib}\nactive_file {3 * gib}\n")
+        (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 2\noom_kill 2\n")
+    level = read_level(Cgroup(version, str(tmp_path)))
+    assert level == Level(str(tmp_path), 8 * gib, 3 * gib, 2)
