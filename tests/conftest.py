@@ -11,6 +11,7 @@ import pytest
 from fast_nvcc.toolchain import pypi_nvccs
 
 from helpers import copy_sources
+from sccache_servers import start_redis, stop
 
 
 def _toolchains() -> list[str]:
@@ -47,3 +48,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def sources(tmp_path: Path) -> Path:
     """A fresh copy of tests/data/src."""
     return copy_sources(tmp_path / "src")
+
+
+REDIS_SERVER = shutil.which("redis-server")
+
+
+@pytest.fixture
+def redis(tmp_path):
+    """A real redis-server on 127.0.0.1 (a free port), for the tests of shared stores."""
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed (scripts/setup-env installs Debian's redis-server as root)")
+    server = start_redis(tmp_path / "redis", redis_server=REDIS_SERVER)
+    try:
+        yield server
+    finally:
+        stop(server.proc)

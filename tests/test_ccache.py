@@ -29,10 +29,9 @@ import pytest
 
 from conftest import TOOLCHAINS
 from helpers import Comparison, assert_same, mask, remove_files, run_tool
-from sccache_servers import free_port, start_redis, stop
+from sccache_servers import free_port
 
 CCACHE = shutil.which("ccache")
-REDIS_SERVER = shutil.which("redis-server")
 EXAMPLE = Path(__file__).parent.parent / "examples" / "cmake"
 I = "-Iinclude"
 
@@ -193,16 +192,6 @@ def test_failing_compile_gives_nvcc_error_and_is_not_cached(toolchain, prefix, s
     counts = cache.served()
     assert counts.get("direct_cache_hit", 0) + counts.get("preprocessed_cache_hit", 0) == 0, counts
 
-
-@pytest.fixture
-def redis(tmp_path):
-    if REDIS_SERVER is None:
-        pytest.skip("redis-server is not installed (scripts/setup-env installs Debian's redis-server as root)")
-    server = start_redis(tmp_path / "redis", redis_server=REDIS_SERVER)
-    try:
-        yield server
-    finally:
-        stop(server.proc)
 
 
 def test_team_shares_one_redis(toolchain, prefix, sources, tmp_path, redis):

