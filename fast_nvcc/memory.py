@@ -222,7 +222,6 @@ class MemoryBudget:
 
     SAMPLE_EVERY = 0.1  # seconds between reads of /proc/meminfo and the cgroup's files
     SCAN_EVERY = 0.5  # seconds between reads of the running steps' RSS (only when tight)
-    PEERS_EVERY = 1.0
     GAP = 0.5  # the longest gap between two holds that counts as one memory wait
 
     def __init__(
@@ -253,8 +252,7 @@ class MemoryBudget:
         self._waited: dict[int, float] = {}  # task -> seconds held back, summed
         self._rss: dict[int, int] = {}
         self._scanned = -1.0
-        self._peers: dict[tuple[str, str], int] = {}
-        self._peers_read = -1.0
+        self._peer_peaks = PeerPeaks(directory)
         self._serial = next(_SERIALS)  # tells this budget's waiter from another's of the process
         self._lock_fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
@@ -271,7 +269,7 @@ class MemoryBudget:
     def need(self, task_id: int) -> int:
         peak = self.peaks[task_id]
         if not self.learned[task_id]:
-            peer = self._peer_peaks().get(self.kinds[task_id])
+            peer = self._peer_peaks.read().get(self.kinds[task_id])
             if peer:
                 peak = peer
         return peak
@@ -311,7 +309,7 @@ class MemoryBudget:
         if held is not None:
             held.claim.drop()
         if rss_kb and task_id < len(self.kinds):
-            self._post_peak(self.kinds[task_id], rss_kb * 1024)
+            self._peer_peaks.post(self.kinds[task_id], rss_kb * 1024)
 
     def out_of_memory(self, task_id: int, returncode: int, *, rss_kb: int | None) -> bool:
         """Was this failure the kernel's OOM killer, and is the step worth one more run, alone?
@@ -422,25 +420,44 @@ class MemoryBudget:
                 self._waiter.drop()
                 self._waiter = Claim.make(name)
 
-    # -- peers ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self):
+        # The check and the claim are one step for the whole machine: two compiles that both
+        # found room for one step must not both take it.
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
-    def _peer_peaks(self) -> dict[tuple[str, str], int]:
+
+class PeerPeaks:
+    """The last peak each tool and architecture reached on the machine, for compiles that have
+    none learned: one file a kind, ``peak-<tool>~<arch>~<bytes>``, replaced as steps end (six
+    compiles of a first build learn from the first one's cudafe++)."""
+
+    READ_EVERY = 1.0  # seconds
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._peaks: dict[tuple[str, str], int] = {}
+        self._read = -1.0
+
+    def read(self) -> dict[tuple[str, str], int]:
         now = time.monotonic()
-        if now - self._peers_read >= self.PEERS_EVERY:
-            self._peers_read = now
-            peers = {}
+        if now - self._read >= self.READ_EVERY:
+            self._read = now
+            peaks = {}
             for name in _names(self.directory):
                 if name.startswith("peak-"):
                     tool, _, rest = name[len("peak-") :].partition("~")
                     arch, _, size = rest.rpartition("~")
                     if size.isdigit():
-                        peers[(tool, arch)] = int(size)
-            self._peers = peers
-        return self._peers
+                        peaks[(tool, arch)] = int(size)
+            self._peaks = peaks
+        return self._peaks
 
-    def _post_peak(self, kind: tuple[str, str], size: int) -> None:
-        """The last peak of this tool and architecture, for peers that have none learned: a
-        file whose name says it, replaced (one rename) as steps end."""
+    def post(self, kind: tuple[str, str], size: int) -> None:
         tool, arch = (re.sub(r"[^\w.+-]", "_", part) for part in kind)
         prefix = f"peak-{tool}~{arch}~"
         path = os.path.join(self.directory, f"{prefix}{size}")
@@ -451,16 +468,6 @@ class MemoryBudget:
                         os.remove(os.path.join(self.directory, name))
             with open(path, "w"):
                 pass
-
-    @contextlib.contextmanager
-    def _locked(self):
-        # The check and the claim are one step for the whole machine: two compiles that both
-        # found room for one step must not both take it.
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
 
 _SERIALS = itertools.count(1)
