@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
             f"{PROG} [OPTIONS] -- <nvcc args>\n"
             f"       {PROG} [OPTIONS] /path/to/nvcc <nvcc args>\n"
             f"       {PROG} analyze [PATHS...]   (see {PROG} analyze --help)\n"
-            f"       {PROG} cache stats|clear"
+            f"       {PROG} cache stats|clear\n"
+            f"       {PROG} history export|import FILE [--root DIR]"
         ),
         description=(
             "A drop-in nvcc that runs nvcc's own plan (nvcc --dryrun) as a dataflow graph, "
@@ -126,6 +127,7 @@ def split_command_line(argv: Sequence[str], parser: argparse.ArgumentParser):
 SUBCOMMANDS = {
     "analyze": "fast_nvcc.analysis",
     "cache": "fast_nvcc.cache",
+    "history": "fast_nvcc.history",
 }
 
 

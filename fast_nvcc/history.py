@@ -2,15 +2,18 @@
 (source, tool, architecture), in an SQLite file shared by all fast_nvcc processes of the user.
 
 A step never seen before borrows the average of its (tool, architecture) over every source,
-then of its tool, then a per-tool default: what matters to critical-path-first scheduling is the
+then of its tool, then a per-tool default (and a first guess per architecture,
+:func:`arch_weight`): what matters to critical-path-first scheduling is the
 ratio between cudafe++, cicc and the host compile, and that ratio is much the same across the
 sources of one project on one machine.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -139,6 +142,35 @@ class History:
         except (sqlite3.Error, OSError):
             pass  # a busy or broken history only costs scheduling quality
 
+    def export_rows(self, *, root: str) -> list[dict]:
+        """Every learned cost, sources under ``root`` relative to it (so that another checkout
+        of the project, elsewhere, finds them)."""
+        db = self._connect()
+        rows = db.execute("SELECT source, tool, arch, seconds, rss_kb, runs FROM costs ORDER BY source, tool, arch")
+        return [{"source": _relative(source, root), "tool": tool, "arch": arch, "seconds": seconds,
+                 "rss_kb": rss_kb, "runs": runs} for source, tool, arch, seconds, rss_kb, runs in rows]  # fmt: skip
+
+    def import_rows(self, rows: Iterable[Mapping], *, root: str) -> int:
+        """Add exported costs, relative sources under ``root``; what this machine learned
+        itself stays.  Returns how many were added."""
+        db = self._connect()
+        now, added = time.time(), 0
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for row in rows:
+                source = row["source"] if os.path.isabs(row["source"]) else os.path.join(root, row["source"])
+                cursor = db.execute(
+                    "INSERT OR IGNORE INTO costs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (source, str(row["tool"]), str(row["arch"]), float(row["seconds"]), int(row["rss_kb"]),
+                     int(row.get("runs", 1)), now),
+                )  # fmt: skip
+                added += cursor.rowcount
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return added
+
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
@@ -171,3 +203,49 @@ def arch_weight(arch: str) -> float:
         return 1.0
     specific = 2.0 if arch[-1:] in ("a", "f") else 1.0
     return specific * (1.0 + int(digits) / 10000)
+
+
+def _relative(source: str, root: str) -> str:
+    try:
+        relative = os.path.relpath(source, root)
+    except ValueError:
+        return source
+    return source if relative.startswith(os.pardir) else relative
+
+
+# -- fast_nvcc history export|import ---------------------------------------------------------
+
+
+def main(argv: Iterable[str]) -> int:
+    """Carry learned costs to another machine or a CI runner's next build: ``export`` writes
+    them as JSON (sources relative to --root), ``import`` adds them to this machine's."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="fast_nvcc history", description=main.__doc__)
+    parser.add_argument("action", choices=("export", "import"))
+    parser.add_argument("file", help="the JSON file ('-': standard output or input)")
+    parser.add_argument("--root", default=os.getcwd(), help="sources are relative to this (default: here)")
+    options = parser.parse_args(list(argv))
+    root = os.path.abspath(options.root)
+    history = History(history_path(os.environ))
+    try:
+        if options.action == "export":
+            text = json.dumps({"version": 1, "costs": history.export_rows(root=root)}, indent=1) + "\n"
+            if options.file == "-":
+                sys.stdout.write(text)
+            else:
+                with open(options.file, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+            return 0
+        with sys.stdin if options.file == "-" else open(options.file, encoding="utf-8") as handle:
+            document = json.load(handle)
+        if not isinstance(document, dict) or document.get("version") != 1:
+            raise ValueError("not a fast_nvcc history export (version 1)")
+        added = history.import_rows(document["costs"], root=root)
+        print(f"{added} of {len(document['costs'])} costs added to {history.path}")
+        return 0
+    except (OSError, sqlite3.Error, ValueError, KeyError, TypeError) as exc:
+        print(f"fast_nvcc: error: history {options.action}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        history.close()

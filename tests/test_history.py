@@ -1,12 +1,15 @@
 """Learned step costs: recorded per (source, tool, arch), used for the next compile's order."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from fast_nvcc.driver import Config, _cost, _dag_for, _measurements, _source_of_steps
 from fast_nvcc.graph import Action
-from fast_nvcc.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, arch_weight, estimate
+from fast_nvcc.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, arch_weight, estimate, history_path
 from fast_nvcc.plan import Kind
 from fast_nvcc.scheduler import Record, State
 
@@ -112,3 +115,42 @@ def test_a_first_build_guesses_the_architecture_specific_cicc_longest():
     assert arch_weight("sm_80") == pytest.approx(1.0, abs=0.01)
     known = {("", "cicc", "compute_80"): Cost(30.0, 0)}  # anything learned wins over the guess
     assert estimate(known, source="/x.cu", tool="cicc", arch="compute_80", kind=Kind.CICC).seconds == 30.0
+
+
+def test_history_travels_to_another_checkout(tmp_path):
+    """Costs exported on one machine (sources relative to its checkout) and imported on
+    another, whose checkout lies elsewhere, are found there under its own paths; what the
+    second machine learned itself stays."""
+    first = History(str(tmp_path / "a" / "history.sqlite"))
+    first.record([Measurement("/ci/one/src/k.cu", "cicc", "compute_90a", 40.0, 900_000),
+                  Measurement("/usr/include/other.cu", "cudafe++", "", 5.0, 600_000)])  # fmt: skip
+    rows = first.export_rows(root="/ci/one")
+    first.close()
+    assert {r["source"] for r in rows} == {"src/k.cu", "/usr/include/other.cu"}
+    second = History(str(tmp_path / "b" / "history.sqlite"))
+    second.record([Measurement("/work/two/src/k.cu", "cicc", "compute_90a", 30.0, 800_000)])  # learned here
+    assert second.import_rows(rows, root="/work/two") == 1
+    known = second.lookup(["/work/two/src/k.cu", "/usr/include/other.cu"])
+    assert known[("/work/two/src/k.cu", "cicc", "compute_90a")].seconds == 30.0
+    assert known[("/usr/include/other.cu", "cudafe++", "")].seconds == 5.0
+    second.close()
+
+
+def test_history_export_and_import_on_the_command_line(tmp_path):
+    env = {**os.environ, "FAST_NVCC_CACHE_DIR": str(tmp_path / "state")}
+    history = History(history_path(env))
+    history.record([Measurement(str(tmp_path / "k.cu"), "cicc", "compute_80", 12.0, 700_000)])
+    history.close()
+    command = [sys.executable, "-m", "fast_nvcc", "history"]
+    exported = subprocess.run([*command, "export", "-", "--root", str(tmp_path)], env=env,
+                              capture_output=True, text=True, check=True)  # fmt: skip
+    assert json.loads(exported.stdout)["costs"][0]["source"] == "k.cu"
+    (tmp_path / "h.json").write_text(exported.stdout)
+    elsewhere = {**os.environ, "FAST_NVCC_CACHE_DIR": str(tmp_path / "other")}
+    imported = subprocess.run([*command, "import", str(tmp_path / "h.json"), "--root", "/src"], env=elsewhere,
+                              capture_output=True, text=True)  # fmt: skip
+    assert imported.returncode == 0 and imported.stdout.startswith("1 of 1 costs added"), imported.stderr
+    assert History(history_path(elsewhere)).lookup(["/src/k.cu"])[("/src/k.cu", "cicc", "compute_80")].seconds == 12.0
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    bad = subprocess.run([*command, "import", str(tmp_path / "bad.json")], env=elsewhere, capture_output=True, text=True)
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and bad.stderr.startswith("fast_nvcc: error: history import")
