@@ -365,12 +365,13 @@ def _name(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
 
 
-def probe_argv(fatbinary: Sequence[str], *, image: str, output: str) -> list[str] | None:
+def probe_argv(fatbinary: Sequence[str], *, image: str, output: str) -> tuple[list[str], str] | None:
     """The plan's fatbinary command, its images replaced by one ``image`` (a PTX file) and its
     outputs by ``output`` (and ``output`` minus ``.c``): what it writes is a ``.fatbin.c`` of
     the same text around other data, since the text depends on the tool and its options, not
     on the images (nvcc 13.0: three images of two kinds and one small PTX gave the same
-    placeholder).  None for a command shape not seen, whose outputs cannot all be redirected."""
+    placeholder).  Returns the command and the architecture the PTX must name; None for a
+    command shape not seen, whose outputs cannot all be redirected."""
     argv, sm = [fatbinary[0]], None
     for word in fatbinary[1:]:
         name, _, value = word.partition("=")
@@ -386,7 +387,7 @@ def probe_argv(fatbinary: Sequence[str], *, image: str, output: str) -> list[str
             argv.append(word)
     if sm is None or not sm.isalnum() or not any(w.startswith("--embedded-fatbin=") for w in argv):
         return None
-    return [*argv, f"--image3=kind=ptx,sm={sm},file={image}"]
+    return [*argv, f"--image3=kind=ptx,sm={sm},file={image}"], sm
 
 
 def _probe_template(run: TaskRun, template: str) -> str | None:
@@ -395,10 +396,10 @@ def _probe_template(run: TaskRun, template: str) -> str | None:
     task still checks the real ``.fatbin.c`` against it, so a wrong guess costs only the split."""
     image = os.path.join(run.workdir, f"probe.{run.task.step.index}.ptx")
     output = os.path.join(run.workdir, f"probe.{run.task.step.index}.fatbin.c")
-    argv = probe_argv(run.task.fatbinary, image=image, output=output)
-    if argv is None:
+    probe = probe_argv(run.task.fatbinary, image=image, output=output)
+    if probe is None:
         return None
-    sm = argv[-1].split("sm=", 1)[1].split(",", 1)[0]
+    argv, sm = probe
     write_atomically(image, f".version 8.0\n.target sm_{sm}\n.address_size 64\n".encode())
     spawned = run.spawn(argv, tag="probe")
     try:

@@ -234,11 +234,11 @@ def test_the_fatbinary_probe_redirects_every_output_or_declines():
     image, out = "/w/probe.ptx", "/w/probe.fatbin.c"
     plan = ["fatbinary", "-64", '--cicc-cmdline=-ftz=0 ', "--image3=kind=elf,sm=80,file=/t/a.cubin",
             "--image3=kind=ptx,sm=90a,file=/t/a.ptx", "--embedded-fatbin=/t/a.fatbin.c", "--device-c"]
-    assert hostsplit.probe_argv(plan, image=image, output=out) == [
+    assert hostsplit.probe_argv(plan, image=image, output=out) == ([
         "fatbinary", "-64", '--cicc-cmdline=-ftz=0 ', f"--embedded-fatbin={out}", "--device-c",
-        f"--image3=kind=ptx,sm=80,file={image}"]
+        f"--image3=kind=ptx,sm=80,file={image}"], "80")
     created = [*plan, "--create=/t/a.fatbin"]
-    assert f"--create={out.removesuffix('.c')}" in hostsplit.probe_argv(created, image=image, output=out)
+    assert f"--create={out.removesuffix('.c')}" in hostsplit.probe_argv(created, image=image, output=out)[0]
     assert hostsplit.probe_argv(plan[:-2], image=image, output=out) is None  # no .fatbin.c to learn from
     assert hostsplit.probe_argv([*plan, "-o", "/t/x"], image=image, output=out) is None
     assert hostsplit.probe_argv(plan[:3] + plan[5:], image=image, output=out) is None  # no image
