@@ -407,7 +407,8 @@ def _dag_for(config: Config, plan: Plan, workdir: str) -> Dag:
     shell = config.faithful
     if config.sequential:
         return sequential_dag(plan, shell=shell)
-    dag = build_dag(plan, shell=shell, speculate=not config.faithful, split_host=_splits_host(config), workdir=workdir)
+    dag = build_dag(plan, shell=shell, speculate=not config.faithful, split_host=_splits_host(config),
+                    probe_stubs=os.environ.get("FAST_NVCC_STUB_PROBE", "1") != "0", workdir=workdir)  # fmt: skip
     if dag.problems:
         for problem in dag.problems:
             _say(config, f"running the plan in nvcc's order: {problem}")

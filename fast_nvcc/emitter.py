@@ -40,6 +40,9 @@ class Emitter:
             if upto is not None and task.order > upto:
                 return
             record = records[task.id]
+            if task.optional:  # its output is nobody's: the step it helps prints its own
+                self.cursor += 1
+                continue
             if record.state not in (State.DONE, State.FAILED) or not (final or self._settled(task)):
                 return
             self._messages_before(task.step.index)

@@ -38,8 +38,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .files import read_bytes, write_atomically
-from .graph import Action
+from .graph import Action, stub_path
 from .scheduler import Handler, TaskRun
+from .task_records import StepFailed
 from .shellwords import split_words
 
 MARKER = '".quad FAST_NVCC_FATBIN_DATA\\n"'
@@ -298,16 +299,35 @@ def _early_stub(run: TaskRun) -> bytes | None:
     """Put the stub of a cicc that has ended, named as the last one's, where the host compile
     includes it; return what was written."""
     real, _, seeds = run.task.stub
-    seed = next((path for done, path in seeds if run.done(done)), None)
-    if seed is None:
-        return None
-    try:
-        text = read_bytes(os.path.join(run.cwd, seed))
-    except FileNotFoundError:
+    for done, seed in seeds:  # the sure ones first: the stub probe's, then the last cicc's own
+        if run.done(done):
+            try:
+                text = read_bytes(os.path.join(run.cwd, seed))
+            except FileNotFoundError:
+                continue
+            break
+    else:
         return None
     stub = text.replace(_name(seed), _name(real))
     write_atomically(os.path.join(run.cwd, real), stub)
     return stub
+
+
+def run_stub_probe(run: TaskRun) -> None:
+    """cicc's front end alone on the last cicc's input (graph.early_stubs), for the stub it
+    writes.  Optional work: it never fails the compile, and its messages are nobody's (the
+    real cicc prints them); a probe that wrote no stub is marked dropped, so that the front
+    does not take its end for a stub."""
+    stub = os.path.join(run.cwd, stub_path(run.task.argv) or "")
+    try:
+        spawned = run.spawn(run.task.argv)
+    except StepFailed:  # cicc cannot start: the real one will say so
+        spawned = None
+    if spawned is not None:
+        run.account(spawned)
+    if spawned is None or spawned.returncode != 0 or not os.path.exists(stub):
+        run.record.dropped = True
+    run.finish(0)
 
 
 def _real_stub(run: TaskRun) -> bytes | None:
@@ -427,4 +447,5 @@ def _template(run: TaskRun) -> str | None:
 HANDLERS: Mapping[Action, Handler] = {
     Action.HOST_FRONT: Handler(run_front),
     Action.HOST_BACK: Handler(run_back),
+    Action.STUB_PROBE: Handler(run_stub_probe),
 }

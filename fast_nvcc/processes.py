@@ -136,6 +136,26 @@ class Processes:
         captures = [(fd, path) for fd, path in captures if not self.captures.discard_if_empty(path)]
         return Spawned(run.proc.returncode, captures, usage)
 
+    def runs(self, task_id: int) -> bool:
+        """Does ``task_id`` run (its end not handled yet)?"""
+        return task_id in self._running
+
+    @property
+    def runs_optional(self) -> bool:
+        """Does an optional task (graph.Task.optional) run now?"""
+        return any(run.task.optional and not run.killed for run in list(self._running.values()))
+
+    def kill_optional(self, task_id: int | None = None) -> None:
+        """Kill the running optional task ``task_id`` (every one when None)."""
+        victims = []
+        with self._lock:
+            for run in self._running.values():
+                if run.task.optional and task_id in (None, run.task.id) and not run.killed:
+                    run.killed = True
+                    if run.proc is not None:
+                        victims.append(run.proc.pid)
+        kill_trees(victims)
+
     def kill_after(self, order: tuple[int, int] | None) -> None:
         """Kill running tasks that come after ``order`` in nvcc's order (all when None)."""
         victims = []

@@ -138,6 +138,8 @@ def build_report(
     sizes = sizes or {}
     steps = []
     for task, record in zip(dag.tasks, records):
+        if task.optional and record.start is None:
+            continue  # dropped before it started: nothing happened
         read, written = sizes.get(task.id, (0, 0))
         steps.append(
             StepReport(
@@ -154,7 +156,7 @@ def build_report(
                 cpu_seconds=record.cpu_seconds,
                 max_rss_kb=record.max_rss_kb,
                 exit_code=record.returncode,
-                state=record.state.value,
+                state="dropped" if record.dropped else record.state.value,
                 critical=task.id in critical and record.state is not State.SKIPPED,
                 slot=record.slot,
                 waited=record.waited,
@@ -181,6 +183,8 @@ def _tool_of(task, record) -> str:
         return "cc1plus"
     if task.action is Action.HOST_BACK and record.split:
         return "as"
+    if task.action is Action.STUB_PROBE:
+        return "cicc stub"
     return task.step.tool
 
 

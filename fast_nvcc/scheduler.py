@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .admission import Admission
+from .any_of import AnyOfGroups
 from .captures import Captures
 from .emitter import Emitter
 from .graph import HANDLED_BY, Action, Dag, Task
@@ -88,8 +89,9 @@ class TaskRun:
         return self.runner.env
 
     def done(self, task_id: int) -> bool:
-        """Has task ``task_id`` of this run ended well?"""
-        return self.runner.records[task_id].state is State.DONE
+        """Has task ``task_id`` of this run ended well (an optional one: and done its job)?"""
+        record = self.runner.records[task_id]
+        return record.state is State.DONE and not record.dropped
 
     @property
     def cwd(self) -> str:
@@ -238,6 +240,13 @@ class Runner:
         self._t0 = 0.0
         self._threads: list[threading.Thread] = []
         self.captures = Captures(workdir)  # in memory: a full $TMPDIR must not swallow them
+        # An optional task ranks below everything and counts as no work (it only uses idle cores).
+        optional = [t.id for t in dag.tasks if t.optional]
+        priorities, work = list(priorities), None if work is None else list(work)
+        for task_id in optional:
+            priorities[task_id] = 0.0
+            if work is not None:
+                work[task_id] = 0.0
         self.ready = ReadyQueue(priorities, work=work)
         self.memory = memory
         self.admission = Admission(jobs=self.jobs, slots=self.slots, memory=memory)
@@ -258,7 +267,7 @@ class Runner:
         succs = self.dag.succs
         # A task with an any_of group waits for its other predecessors and one of the group.
         waiting = [len(p - t.any_of) + bool(t.any_of) for t, p in zip(tasks, self.dag.preds)]
-        settled: set[int] = set()  # tasks whose any_of group is done
+        groups = AnyOfGroups(tasks, running=self.processes.runs)
         ready = self.ready
         for task in tasks:
             if not waiting[task.id]:
@@ -272,6 +281,7 @@ class Runner:
                 if ready.rescale(self.records, now=self._now(), slots=self.slots):
                     self.slots.left(ready.work_left)
                 blocked = False  # a ready command waits for a shared slot or for memory
+                waits = False  # ... or for any slot, -j's included
                 while ready:
                     task = tasks[ready.first()]
                     if failed is not None and task.order > tasks[failed].order:
@@ -279,13 +289,19 @@ class Runner:
                         continue
                     handler = self._handler(task)
                     if self.admission.at_capacity(task, handler.capacity):
-                        blocked = True
+                        blocked = waits = True
                         break
                     if handler.takes_slot and not self.admission.reserve(task, ready.priority(task.id), now=self._now()):
-                        blocked = self.admission.free
+                        if task.optional:  # no idle slot for it now: it would only delay others
+                            ready.pop()
+                            self.records[task.id].dropped = True
+                            continue
+                        blocked, waits = self.admission.free, True
                         break
                     ready.pop()
                     self._start(task)
+                if waits or self._optional_outranked():
+                    self.processes.kill_optional()  # a real step (ours or a peer's) wants its slot
                 if not blocked:
                     self.slots.withdraw()  # nothing of ours waits: others may go first
                     if self.memory is not None:
@@ -307,7 +323,8 @@ class Runner:
                     tasks[task_id], record.slot, takes_slot=handler.takes_slot, capacity=handler.capacity
                 )
                 if self.memory is not None:
-                    ran = record.state is State.DONE and not record.cached  # a peak worth telling peers
+                    # a peak worth telling peers (a stub probe's is not its cicc's)
+                    ran = record.state is State.DONE and not record.cached and not tasks[task_id].optional
                     self.memory.release(task_id, rss_kb=record.max_rss_kb if ran else None)
                 if error is not None:
                     raise error
@@ -318,17 +335,22 @@ class Runner:
                     record.ready = self._now()
                     ready.push_first(tasks[task_id])
                     continue
-                if killed:
+                if tasks[task_id].optional and (killed or record.state is not State.DONE):
+                    record.state, record.dropped = State.DONE, True  # it never fails the run
+                elif killed:
                     record.state = State.KILLED
-                elif record.state is State.DONE:
+                if record.state is State.DONE:
                     if ready.work_left is not None:
                         ready.finished(task_id)
                         self.slots.left(ready.work_left)
                     for succ in succs[task_id]:
                         if task_id in tasks[succ].any_of:
-                            if succ in settled:
+                            # An optional task that did not help serves nobody.
+                            if not (groups.optional_dropped if record.dropped else groups.member_done)(task_id, succ):
                                 continue
-                            settled.add(succ)
+                            self._drop_optional(tasks[succ].any_of)  # their job is done
+                        elif record.dropped:
+                            continue
                         waiting[succ] -= 1
                         if not waiting[succ]:
                             self._make_ready(tasks[succ])
@@ -357,7 +379,21 @@ class Runner:
             started_at=self._started_at,
         )
 
+    def _optional_outranked(self) -> bool:
+        """Does another compile's step wait for a slot while an optional task of ours runs?"""
+        return self.processes.runs_optional and self.slots.outranked(0.0)
+
+    def _drop_optional(self, task_ids: frozenset[int]) -> None:
+        """Stop or drop the optional tasks among ``task_ids`` that have not ended."""
+        for task_id in task_ids:
+            if self.dag.tasks[task_id].optional and self.records[task_id].end is None:
+                self.records[task_id].dropped = True
+                self.ready.remove(task_id)
+                self.processes.kill_optional(task_id)
+
     def _make_ready(self, task: Task) -> None:
+        if task.optional and self.records[task.id].dropped:
+            return
         self.records[task.id].ready = self._now()
         self.ready.push(task)
 

@@ -247,14 +247,30 @@ def test_split_host_compile_starts_before_fatbinary():
     assert last.id == max(t.id for t in ciccs)
     assert find(dag, Kind.CUDAFE)[0].id in ancestors(dag, front.id)
     checks = {t.speculative_of for t in ciccs}
-    assert front.any_of == checks and checks <= dag.preds[front.id]
+    (probe,) = [t for t in dag.tasks if t.action is Action.STUB_PROBE]
+    assert front.any_of == checks | {probe.id} and front.any_of <= dag.preds[front.id]
     # The last cicc writes its stub to a private path, also when its module_id check reruns
     # it; the back task waits for that check and puts the real stub in place.
     real_stub, private_stub, seeds = front.stub
     assert back.stub == front.stub and private_stub == "/w/%d.stub.c" % last.step.index
     assert real_stub in last.step.argv and private_stub in last.argv and real_stub not in last.argv
     assert dict(seeds) == {t.speculative_of: (private_stub if t is last else t.argv[t.argv.index("--stub_file_name") + 1])
-                           for t in ciccs}  # fmt: skip
+                           for t in ciccs} | {probe.id: "/w/%d.probe.stub.c" % last.step.index}  # fmt: skip
+    # The stub probe: the last cicc's front end alone, on the same input, once the same steps
+    # are done, every file it writes private; the front takes its stub before any other.
+    assert seeds[0][0] == probe.id and probe.optional and probe.step is last.step
+    assert dag.preds[probe.id] == dag.preds[last.id] and dag.succs[probe.id] == {front.id}
+    assert probe.argv[1] == "--device-syntax-only" and probe.argv[0] == last.argv[0]
+    written = {"-o", "--gen_c_file_name", "--gen_device_file_name", "--stub_file_name", "--module_id_file_name"}
+    assert len(probe.argv) == len(last.argv) + 1
+    for at, (ours, theirs) in enumerate(zip(probe.argv[2:], last.argv[1:])):
+        after = last.argv[at]  # the word before ``theirs``
+        assert ours == theirs if after not in written else ours.startswith("/w/%d.probe." % last.step.index)
+    assert not any(w in probe.argv for w in last.step.outputs) and private_stub not in probe.argv
+    unprobed = build_dag(load_plan("compile_3arch_md"), speculate=True, split_host=True, probe_stubs=False,
+                         workdir="/w", exists=exists)  # fmt: skip
+    assert not [t for t in unprobed.tasks if t.action is Action.STUB_PROBE]
+    assert find(unprobed, Kind.HOST_COMPILE, action=Action.HOST_FRONT)[0].any_of == checks
     check = dag.tasks[last.speculative_of]
     assert private_stub in check.rerun and real_stub not in check.rerun
     assert dag.preds[back.id] == {front.id, fatbinary.id, check.id}
@@ -290,7 +306,7 @@ def test_an_early_stub_comes_from_its_own_compile(name):
     for front in (t for t in dag.tasks if t.action is Action.HOST_FRONT and t.stub is not None):
         fatbin_c = front.fatbin[0].rsplit("/", 1)[-1]
         for done, path in front.stub[2]:
-            (cicc,) = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC
+            (cicc,) = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action in (Action.EXEC, Action.STUB_PROBE)
                        and (t.id == done or t.speculative_of == done)]  # fmt: skip
             assert path in cicc.argv and any(fatbin_c in word for word in cicc.argv)
 

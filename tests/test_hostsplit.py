@@ -274,33 +274,51 @@ def test_split_that_cannot_hold_compiles_as_printed(nvcc, sources, tmp_path):
     assert "cc1plus" not in tools_in(tmp_path / "c.csv")
 
 
-@pytest.mark.nvcc
-def test_a_stub_that_differs_between_architectures_compiles_as_printed(nvcc, sources, tmp_path):
-    """The front starts from the stub of whichever cicc ended first.  For a kernel that exists
-    for sm_90 only, the sm_80 stub has less: a front that started from it (the sm_90 cicc has
-    far more to compile, so it ends last) must give way to the host compile as nvcc printed
-    it, on the real stub; one that started from the sm_90 stub itself holds."""
+def stub_rows(table: Path) -> tuple[dict, list[dict], list[dict]]:
+    """The front's row, the stub probes' rows and the ciccs' rows (with their module_id
+    checks, whose end makes a cicc's stub final) of a --table."""
     import csv
 
-    env = {"FAST_NVCC_CACHE_DIR": str(tmp_path / "state")}
+    with open(table, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    front = next(r for r in rows if r["tool"] == "cc1plus")
+    return front, [r for r in rows if r["tool"] == "cicc stub"], [r for r in rows if r["tool"] in ("cicc", "check module_id")]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("pool", [8, 1], ids=["idle-cores", "busy"])
+def test_a_stub_that_differs_between_architectures(nvcc, sources, tmp_path, pool):
+    """For a kernel that exists for sm_90 only, the sm_80 stub has less, and only the sm_90
+    cicc's stub will do; that cicc has far more to compile, so it ends last.  With idle cores
+    the stub probe (the sm_90 cicc's front end alone) runs, the front waits for it, and the
+    split holds; with none the probe is dropped, the front starts from the sm_80 stub, and
+    must give way to the host compile as nvcc printed it, on the real stub.  The object is
+    nvcc's either way."""
+    env = {"FAST_NVCC_CACHE_DIR": str(tmp_path / "state"), "FAST_NVCC_POOL_SIZE": str(pool),
+           "FAST_NVCC_POOL_DIR": str(tmp_path / "pool")}  # fmt: skip
     gencode = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
     learn = run_tool(fast_nvcc_command(nvcc, ["-c", "warning.cu", *gencode]), cwd=sources, tmpdir=tmp_path / "t", env=env)
     assert learn.returncode == 0, learn.stderr
     for name in learn.files:
         (sources / name).unlink()
     result = compare(nvcc, ["-c", "arch_stub.cu", *gencode], cwd=sources, env=env,
-                     options=["--table", str(tmp_path / "t.csv")])  # fmt: skip
+                     options=["-j", str(pool), "--table", str(tmp_path / "t.csv")])  # fmt: skip
     assert_same(result)
-    with open(tmp_path / "t.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    front = next(r for r in rows if r["tool"] == "cc1plus")
-    last_cicc_end = max(float(r["end"]) for r in rows if r["arch"] == "compute_90" and r["tool"] != "gcc -E")
-    tools = [r["tool"] for r in rows]
-    if float(front["start"]) < last_cicc_end:  # it started from the sm_80 stub
-        assert "gcc -c" in tools and "as" not in tools, " ".join(tools)
-    else:
+    front, probes, ciccs = stub_rows(tmp_path / "t.csv")
+    tools = tools_in(tmp_path / "t.csv")
+    last_cicc_end = max(float(r["end"]) for r in ciccs if r["arch"] == "compute_90")
+    if pool == 1:
+        assert not probes  # no idle slot: dropped before it started
+    helped = [r for r in probes if r["state"] == "done"]
+    if helped or float(front["start"]) >= last_cicc_end:  # it started from the sm_90 stub
         assert "as" in tools and "gcc -c" not in tools, " ".join(tools)
-    verbose = run_tool(fast_nvcc_command(nvcc, ["-c", "arch_stub.cu", *gencode], ["-v", "--table", str(tmp_path / "v.csv")]),
+    else:  # from the sm_80 stub, unless the sm_90 one was final by the time it looked
+        assert "as" in tools or "gcc -c" in tools, " ".join(tools)
+    if pool == 8:
+        # The probe started with the sm_90 cicc; unless it failed, the front started from it.
+        (probe,) = probes
+        assert helped and float(probe["end"]) <= float(front["start"]) < last_cicc_end, (probe, front)
+    verbose = run_tool(fast_nvcc_command(nvcc, ["-c", "arch_stub.cu", *gencode], ["-v", "-j", str(pool), "--table", str(tmp_path / "v.csv")]),
                        cwd=sources, tmpdir=tmp_path / "t", env=env)  # fmt: skip
     if "gcc -c" in tools_in(tmp_path / "v.csv"):
         assert b"host compile run as printed: its stub differs from the one it started from" in verbose.stderr

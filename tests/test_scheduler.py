@@ -239,3 +239,94 @@ def test_resource_usage_is_recorded(tmp_path):
     (record,) = result.records
     assert record.cpu_seconds > 0 and record.max_rss_kb > 0
     assert record.seconds >= record.cpu_seconds * 0.5
+
+
+# -- optional tasks (a stub probe, graph.early_stubs): idle cores only, never in the way ----------
+
+
+def optional_task(task_id: int, script: str) -> Task:
+    from dataclasses import replace
+
+    return replace(sh_task(task_id, script), optional=True)
+
+
+def waits_for(flag, task_id: int) -> Task:
+    """A task that ends once ``flag`` exists, and fails if it never comes (10 s)."""
+    return sh_task(task_id, f"i=0; while [ ! -e {flag} ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; test -e {flag}")
+
+
+def test_an_optional_task_on_an_idle_slot_counts_for_its_any_of_group(tmp_path):
+    from dataclasses import replace
+
+    flag = tmp_path / "go"
+    then = replace(sh_task(2, f"touch {flag}"), any_of=frozenset({0, 1}))
+    tasks = [waits_for(flag, 0), optional_task(1, "echo mine; echo mine >&2"), then]
+    result, out, err = run(tasks, [set(), set(), {0, 1}], jobs=3, tmp_path=tmp_path)
+    assert result.returncode == 0 and [r.state for r in result.records] == [State.DONE] * 3
+    assert not result.records[1].dropped and result.records[2].start <= result.records[0].end
+    assert b"mine" not in out + err  # an optional task's output is nobody's
+
+
+def test_an_optional_task_without_an_idle_slot_is_dropped(tmp_path):
+    from dataclasses import replace
+
+    marker = tmp_path / "ran"
+    then = replace(sh_task(2, "true"), any_of=frozenset({0, 1}))
+    tasks = [sh_task(0, "sleep 0.2"), optional_task(1, f"touch {marker}"), then, sh_task(3, "echo after")]
+    result, out, _ = run(tasks, [set(), set(), {0, 1}, {2}], jobs=1, tmp_path=tmp_path)
+    assert result.returncode == 0 and out == b"after\n" and not marker.exists()
+    assert result.records[1].dropped and result.records[1].start is None
+    assert result.records[2].start >= result.records[0].end  # it waited for the real member
+
+
+def test_an_optional_task_gives_its_slot_to_a_real_one(tmp_path):
+    from dataclasses import replace
+
+    marker = tmp_path / "ran"
+    then = replace(sh_task(2, "true"), any_of=frozenset({1, 3}))
+    # 3 and 4 become ready together when 0 ends; one slot is free (3 takes it, the longer path),
+    # the optional task holds the other, which 4 gets at once rather than after 3.
+    tasks = [sh_task(0, "sleep 0.3"), optional_task(1, f"sleep 30; touch {marker}"), then,
+             sh_task(3, "sleep 2"), sh_task(4, "true")]  # fmt: skip
+    result, _, _ = run(tasks, [set(), set(), {1, 3}, {0}, {0}], jobs=2, tmp_path=tmp_path)
+    assert result.returncode == 0 and not marker.exists()
+    probe, (three, four) = result.records[1], result.records[3:]
+    assert probe.dropped and probe.state is State.DONE and probe.start is not None
+    assert three.start <= four.start < three.end and four.start >= probe.end
+
+
+def test_an_optional_task_not_started_when_its_group_is_served_never_runs(tmp_path):
+    from dataclasses import replace
+
+    marker = tmp_path / "ran"
+    then = replace(sh_task(2, "true"), any_of=frozenset({0, 1}))
+    tasks = [sh_task(0, "true"), optional_task(1, f"touch {marker}"), then, sh_task(3, "sleep 0.3")]
+    result, _, _ = run(tasks, [set(), {3}, {0, 1}, set()], jobs=3, tmp_path=tmp_path)
+    assert result.returncode == 0 and not marker.exists()
+    assert result.records[1].dropped and result.records[1].start is None
+
+
+def test_a_running_optional_task_is_waited_for(tmp_path):
+    """A stub probe that runs writes the sure stub: the group waits for it, not for the first
+    member to end; a probe that fails leaves the group to a member already done."""
+    from dataclasses import replace
+
+    flag = tmp_path / "probe"
+    then = replace(sh_task(2, f"test -e {flag}"), any_of=frozenset({0, 1}))
+    tasks = [sh_task(0, "sleep 0.1"), optional_task(1, f"sleep 0.5; touch {flag}"), then]
+    result, _, _ = run(tasks, [set(), set(), {0, 1}], jobs=3, tmp_path=tmp_path)
+    assert result.returncode == 0 and not result.records[1].dropped
+    failing = [sh_task(0, "true"), optional_task(1, "sleep 0.5; exit 1"), replace(then, argv=("true",))]
+    result, _, _ = run(failing, [set(), set(), {0, 1}], jobs=3, tmp_path=tmp_path)
+    assert result.returncode == 0 and result.records[1].dropped
+    assert result.records[2].start >= result.records[1].end
+
+
+def test_a_failing_optional_task_fails_nothing(tmp_path):
+    from dataclasses import replace
+
+    then = replace(sh_task(2, "echo then"), any_of=frozenset({0, 1}))
+    tasks = [sh_task(0, "sleep 0.3"), optional_task(1, "echo boom >&2; exit 3"), then]
+    result, out, err = run(tasks, [set(), set(), {0, 1}], jobs=3, tmp_path=tmp_path)
+    assert result.returncode == 0 and out == b"then\n" and err == b""
+    assert result.records[1].dropped and result.records[2].start >= result.records[0].end
