@@ -107,7 +107,7 @@ def ratio_table(series: Sequence[Series], *, baselines: Sequence[str]) -> str:
     best = min((by_name[b] for b in baselines if b in by_name), key=lambda s: s.median)
     plain = by_name[baselines[0]]
     lines = [
-        "| variant | runs | median s | min s | vs plain nvcc | vs best nvcc flags |",
+        f"| variant | runs | median s | min s | vs {'plain nvcc' if plain.name == 'nvcc' else plain.name} | vs best nvcc flags |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for s in series:

@@ -151,9 +151,12 @@ class Config:
     jobs: int
     source_root: str
     nvcc: str
+    memory_limit: int | None = None  # bytes: each build runs in a memory cgroup of this size
 
     def fingerprint(self) -> str:
         fields = [self.examples, self.archs, self.jobs, self.source_root, self.nvcc]
+        if self.memory_limit:
+            fields.append(self.memory_limit)
         return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
 
@@ -298,9 +301,9 @@ def configure(directory: Path, build: Build, *, config: Config, curand: Path | N
         raise SystemExit(f"cutlass_build: cmake failed for {build.label}:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
 
 
-def run_build(directory: Path, build: Build, *, jobs: int, env: dict[str, str]) -> float:
+def run_build(directory: Path, build: Build, *, jobs: int, env: dict[str, str], wrap=list) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(["cmake", "--build", str(directory), "-j", str(jobs)], capture_output=True, text=True, env=env)
+    proc = subprocess.run(wrap(["cmake", "--build", str(directory), "-j", str(jobs)]), capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - start
     (directory / "build-output.txt").write_text(proc.stdout + proc.stderr)
     if proc.returncode:
@@ -323,14 +326,15 @@ def leftovers(tmp: Path) -> list[str]:
 # -- FAST_NVCC_LOG: the floor and starvation ---------------------------------------------------
 
 
-def process_steps(record: dict) -> list[tuple[float, float]]:
+def process_steps(record: dict, *, needed: bool = False) -> list[tuple[float, float]]:
     """Absolute (start, end) of the steps that ran a process.  The log's ``command`` is false
     for the split host compile's cc1plus and as, which do run, so a step with resource usage
-    (``cpu_seconds``) counts too."""
+    (``cpu_seconds``) counts too.  ``needed``: not the stub probes, which use idle cores only."""
     base = record.get("run_start") or 0.0
     return [(base + s["start"], base + s["end"]) for s in record.get("steps", ())
             if s.get("start") is not None and s.get("end") is not None
-            and (s.get("command") or s.get("cpu_seconds") is not None)]  # fmt: skip
+            and (s.get("command") or s.get("cpu_seconds") is not None)
+            and not (needed and s.get("tool") == "cicc stub")]  # fmt: skip
 
 
 def busy_intervals(steps: Sequence[tuple[float, float]], *, at_least: int) -> list[tuple[float, float]]:
@@ -377,7 +381,8 @@ def analyze_log(records: Sequence[dict], *, cores: int) -> dict:
         return summary
     name = {id(r): Path((r.get("sources") or ["?"])[0]).name for r in records}
     longest = max(compiles, key=lambda r: r.get("critical_path_seconds") or 0.0)
-    step_sum = sum(e - s for r in compiles for s, e in process_steps(r))
+    # Stub probes (optional work on idle cores) are not work the build needs.
+    step_sum = sum(e - s for r in compiles for s, e in process_steps(r, needed=True))
     critical = longest.get("critical_path_seconds") or 0.0
     summary.update(
         critical_path_seconds=critical, critical_path_source=name[id(longest)], step_seconds=step_sum,
@@ -443,10 +448,15 @@ def run_groups(groups: Sequence[str], *, config: Config, curand: Path | None, wo
             log.unlink(missing_ok=True)
             env = build_environment(build, state=state, log=log, tmp=tmp)
             configure(directory, build, config=config, curand=curand, env=env)
-            seconds = run_build(directory, build, jobs=config.jobs, env=env)
+            if config.memory_limit:
+                seconds, memory = build_in_cgroup(directory, build, config=config, curand=curand, env=env, log=log)
+            else:
+                seconds, memory = run_build(directory, build, jobs=config.jobs, env=env), None
             record = {"key": key, "label": build.label, "config": config_dict(config), "fingerprint": config.fingerprint(),
                       "machine": info, "wall_seconds": seconds, "objects": digest_objects(directory),
                       "tmp_leftovers": leftovers(tmp), "finished": time.time()}  # fmt: skip
+            if memory:
+                record["memory"] = memory
             if build.launcher:
                 records = read_log(log)
                 record["log"] = analyze_log(records, cores=len(os.sched_getaffinity(0)))
@@ -463,9 +473,49 @@ def run_groups(groups: Sequence[str], *, config: Config, curand: Path | None, wo
     return done
 
 
+def build_in_cgroup(directory: Path, build: Build, *, config: Config, curand: Path | None, env: dict[str, str],
+                    log: Path) -> tuple[float, dict]:  # fmt: skip
+    """The build inside a fresh memory cgroup of ``config.memory_limit`` (what a container's
+    ``--memory`` does).  A plain nvcc build the OOM killer stops is tried again, from clean,
+    at half the -j, until one survives: the -j a user would have to pick by hand.  fast_nvcc
+    gets one try."""
+    from memory_cgroup import MemoryCgroup
+
+    jobs, tries = config.jobs, []
+    while True:
+        with MemoryCgroup(config.memory_limit) as group:
+            try:
+                seconds = run_build(directory, build, jobs=jobs, env=env, wrap=group.wrap)
+                failed = None
+            except SystemExit as exc:
+                seconds, failed = None, str(exc)
+            tries.append({"jobs": jobs, "seconds": seconds, "oom_kills": group.oom_kills(), "peak_bytes": group.peak()})
+        print(f"{build.label} in {config.memory_limit / 2**30:.1f} GiB at -j{jobs}: "
+              f"{'failed' if failed else f'{seconds:.1f} s'}, {tries[-1]['oom_kills']} OOM kills", file=sys.stderr, flush=True)  # fmt: skip
+        if failed is None:
+            return seconds, {"limit_bytes": config.memory_limit, "jobs": jobs, "tries": tries}
+        if build.launcher or jobs == 1:
+            raise SystemExit(f"cutlass_build: {build.label} failed in {config.memory_limit} bytes at -j{jobs}:\n{failed[-3000:]}")
+        jobs //= 2
+        shutil.rmtree(directory)
+        log.unlink(missing_ok=True)
+        configure(directory, build, config=config, curand=curand, env=env)
+
+
+def parse_memory(text: str) -> int:
+    """``1/4`` (of this machine's memory), ``31G`` or bytes."""
+    if "/" in text:
+        num, den = text.split("/", 1)
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * int(num) // int(den)
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    if text[-1:].upper() in units:
+        return int(float(text[:-1]) * units[text[-1].upper()])
+    return int(text)
+
+
 def config_dict(config: Config) -> dict:
     return {"examples": list(config.examples), "archs": config.archs, "jobs": config.jobs,
-            "source_root": config.source_root, "nvcc": config.nvcc}  # fmt: skip
+            "source_root": config.source_root, "nvcc": config.nvcc, "memory_limit": config.memory_limit}  # fmt: skip
 
 
 def merge_results(path: Path, records: Sequence[dict]) -> None:
@@ -520,12 +570,20 @@ def report_config(found: dict[str, dict]) -> str:
         run = found[key]
         wall, log = run["wall_seconds"], run.get("log", {})
         floor = log.get("floor_seconds")
-        lines.append(f"| {run['label']} | {wall:.1f} | {ratio(wall, plain)} | {ratio(wall, best)} "
+        memory = run.get("memory")
+        label = run["label"] if not memory or memory["jobs"] == config["jobs"] else f"{run['label']} at -j{memory['jobs']}"
+        lines.append(f"| {label} | {wall:.1f} | {ratio(wall, plain)} | {ratio(wall, best)} "
                      f"| {f'{floor:.1f}' if floor else ''} | {f'{wall / floor:.2f}' if floor else ''} "
                      f"| {compare_objects(run, reference)} |")  # fmt: skip
     lines.append("")
     if best:
         lines.append(f"best nvcc variant: `{best['label']}`; ratios are wall-time ratios (lower is faster).")
+    for key in order:
+        memory = found[key].get("memory")
+        if memory:
+            tries = ", ".join(f"-j{t['jobs']}: {'%.1f s' % t['seconds'] if t['seconds'] else 'failed'}, "
+                              f"{t['oom_kills']} OOM kills, peak {t['peak_bytes'] / 2**30:.1f} GiB" for t in memory["tries"])
+            lines.append(f"- {found[key]['label']} in a {memory['limit_bytes'] / 2**30:.1f} GiB memory cgroup: {tries}")
     for key in order:
         log = found[key].get("log")
         if log and "floor_seconds" in log:
@@ -627,6 +685,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variants", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
     parser.add_argument("--results", help="merge the results into this JSON file (and print all it holds)")
     parser.add_argument("--logs", help="copy each fast_nvcc build's FAST_NVCC_LOG here")
+    parser.add_argument("--memory-limit", type=parse_memory, metavar="SIZE",
+                        help="run each build in a memory cgroup of SIZE (1/4 of this machine, 31G; needs root); "
+                             "plain nvcc builds that the OOM killer stops are retried at half the -j")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "fast_nvcc-cutlass"),
                         help="build directories, state and the unpacked wheel (a fixed path keeps objects comparable)")  # fmt: skip
     options = parser.parse_args(argv)
@@ -649,7 +710,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [e for e in examples if not (source_root / "examples" / e).is_file()]
     if missing:
         parser.error(f"not in {source_root / 'examples'}: {', '.join(missing)}")
-    config = Config(tuple(examples), options.archs, options.jobs, str(source_root), nvcc)
+    config = Config(tuple(examples), options.archs, options.jobs, str(source_root), nvcc, options.memory_limit)
     results = Path(options.results) if options.results else None
     print(f"{len(examples)} examples × {options.archs}, -j{options.jobs}, from {source_root}"
           f"{f' (curand: {curand})' if curand else ''}", file=sys.stderr, flush=True)  # fmt: skip
