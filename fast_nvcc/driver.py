@@ -243,7 +243,7 @@ def _run_plan(
             if record.reran:
                 _say(config, f"{task.step.label}: its module_id differs from nvcc's; reran it as printed")
             if record.oom_rerun:
-                _say(config, f"{task.step.label}: killed for lack of memory; ran it again alone")
+                _say(config, f"{task.step.label}: killed for lack of memory; ran it again")
             if record.split_note:
                 _say(config, f"{task.step.label}: host compile run as printed: {record.split_note}")
         collected = None

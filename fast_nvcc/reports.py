@@ -61,7 +61,7 @@ class StepReport:
     remote_note: str = ""
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_waited: float = 0.0  # the part of ``waited`` held back by the memory budget
-    oom_rerun: bool = False  # killed for memory and run again alone (fast_nvcc.memory)
+    oom_rerun: bool = False  # killed for memory and run again (fast_nvcc.memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,7 +417,7 @@ def format_summary(report: RunReport, *, what: str = "") -> str:
                      " by the memory budget)")  # fmt: skip
     reruns = [s.label for s in report.steps if s.oom_rerun]
     if reruns:
-        lines.append("  killed for memory, run again alone: " + ", ".join(reruns))
+        lines.append("  killed for memory, run again: " + ", ".join(reruns))
     counts = report.cache_counts()
     if counts:
         hits = sum(h for h, _ in counts.values())

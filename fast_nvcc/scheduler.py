@@ -329,7 +329,7 @@ class Runner:
                 if error is not None:
                     raise error
                 if record.oom_rerun and record.state is State.SKIPPED and not killed:
-                    # Killed for memory: again, ahead of all, alone (fast_nvcc.memory).
+                    # Killed for memory: again, ahead of all (fast_nvcc.memory).
                     record.captures.clear()
                     record.start = record.end = None
                     record.ready = self._now()

@@ -138,6 +138,28 @@ def test_a_step_too_big_waits_for_the_others_and_then_runs_alone(tmp_path):
     second.close()
 
 
+def test_a_step_killed_for_memory_goes_first_once_its_raised_peak_fits(tmp_path):
+    """It does not wait for the whole machine to drain: other compiles' claims may stay live
+    as long as 1.25 times what it held at its death fits; meanwhile nothing else starts."""
+    free = read_machine()[1]
+    other, mine = budget(tmp_path, [MIB, MIB]), budget(tmp_path, [MIB, MIB])
+    assert other.reserve(0, now=0.0) and mine.reserve(0, now=0.0)
+    assert mine.out_of_memory(0, 137, rss_kb=64 * 1024)  # held 64 MiB when the kernel took it
+    mine.release(0, rss_kb=None)
+    assert mine.need(0) == 80 * MIB
+    assert mine.reserve(0, now=0.1)  # other's claim is live, and 80 MiB fit
+    assert not mine.out_of_memory(0, 137, rss_kb=64 * 1024)  # once only
+    mine.release(0, rss_kb=None)
+    # One whose raised peak cannot fit waits, ahead of everyone, for the claims to end.
+    assert mine.out_of_memory(1, 137, rss_kb=free // 1024)
+    assert not mine.reserve(1, now=0.2)
+    assert not other.reserve(1, now=0.2)  # it waits first: nothing else starts
+    other.release(0, rss_kb=None)
+    assert mine.reserve(1, now=0.3)
+    other.close()
+    mine.close()
+
+
 def test_a_dead_compiles_claim_and_wait_do_not_count(tmp_path):
     child = subprocess.Popen(
         [sys.executable, "-c", (
@@ -290,7 +312,7 @@ def test_the_budget_holds_steps_back_in_a_small_cgroup(memory_cgroup, tmp_path):
 @pytest.mark.skipif(NVCC is None or shutil.which("gcc") is None, reason="no nvcc or gcc")
 def test_a_step_the_oom_killer_takes_runs_again_alone(memory_cgroup, tmp_path):
     """A host compiler whose first preprocessing of the source asks for 1 GiB in a 384 MiB cgroup: the kernel's
-    OOM killer takes it; fast_nvcc runs that step again alone, says so under -v, and the object
+    OOM killer takes it; fast_nvcc runs that step again, says so under -v, and the object
     is nvcc's."""
     group = memory_cgroup(384 * MIB)
     bindir = tmp_path / "bin"
@@ -312,7 +334,7 @@ def test_a_step_the_oom_killer_takes_runs_again_alone(memory_cgroup, tmp_path):
     text = err.decode()
     assert proc.returncode == 0, text
     assert group.oom_kills() >= 1
-    assert "killed for lack of memory; ran it again alone" in text
+    assert "killed for lack of memory; ran it again" in text
     assert "Killed" not in text.replace("killed for lack", "")
     assert mask((tmp_path / "fast.o").read_bytes()) == _nvcc_object(tmp_path, ["-ccbin", str(wrapper)])
 

@@ -42,7 +42,7 @@ class Step:
     remote: str | None = None  # --remote sccache: what became of it (remote, sccache-hit, ...)
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_wait: float = 0.0  # seconds held back by the memory budget (docs/memory.md)
-    oom_rerun: bool = False  # killed for memory and run again alone
+    oom_rerun: bool = False  # killed for memory and run again
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +190,7 @@ class Waiting:
     memory_seconds: float = 0.0  # the part of slot_seconds held back by the memory budget
     memory_steps: int = 0  # steps held back by the memory budget
     memory_compiles: int = 0
-    oom_reruns: int = 0  # steps killed for memory and run again alone
+    oom_reruns: int = 0  # steps killed for memory and run again
 
 
 # The device side of the build (--device-trace), summed by device.py.

@@ -136,7 +136,7 @@ def report_tables(a: Analysis) -> Iterator[Table]:
             rows.append((f"held back by the memory budget: {w.memory_steps} steps of {w.memory_compiles} compiles",
                          _seconds(w.memory_seconds)))  # fmt: skip
         if w.oom_reruns:
-            rows.append(("killed for memory and run again alone", f"{w.oom_reruns} steps"))
+            rows.append(("killed for memory and run again", f"{w.oom_reruns} steps"))
         yield Table(f"waiting for slots ({w.compiles} compiles)", ("", "seconds"), tuple(rows), "ll")
     yield from device_tables(a, top=a.top)
 
