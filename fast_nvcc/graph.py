@@ -485,11 +485,19 @@ def topological_order(dag: Dag) -> list[int]:
 
 
 def priorities(dag: Dag, costs: Sequence[float]) -> list[float]:
-    """For each task, the length of the longest path from its start to the end of the build."""
+    """For each task, the length of the longest path from its start to the end of the build.
+
+    A member of an ``any_of`` group does not count the group's task: that task needs one
+    member, not each.  Counted, the early stub's front put its cost on every cicc of its
+    compile, so each cicc ranked above the compile's host chain (preprocessing, cudafe++,
+    cc1plus), which on a first build on 2 cores then ran last, one core idle (CUTLASS's
+    48_hopper example: cudafe++ 15 s and cc1plus 13 s after its sm_80 cicc)."""
     succs = dag.succs
-    result = [0.0] * len(dag.tasks)
+    tasks = dag.tasks
+    result = [0.0] * len(tasks)
     for node in reversed(topological_order(dag)):
-        result[node] = costs[node] + max((result[s] for s in succs[node]), default=0.0)
+        after = (result[s] for s in succs[node] if node not in tasks[s].any_of)
+        result[node] = costs[node] + max(after, default=0.0)
     return result
 
 

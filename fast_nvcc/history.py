@@ -22,15 +22,18 @@ from .plan import Kind
 
 # First-run guesses, in seconds and MiB: Thrust/CUB-sized sources on a current x86 machine
 # (nvcc --time on the 16-core machine: cicc 6-9 s, host compile 4 s, cudafe++ 3-4 s,
-# each preprocessing 1.3 s, ptxas 1-2 s; cicc peaks near 800 MB).
+# each preprocessing 1.3 s, ptxas 1-2 s; cicc peaks near 800 MB).  cudafe++ and the host
+# compile sit a little above those: heavy.cu on 2 cores took 3.9-4.5 s and 5.7-7.1 s, and a
+# template library's host side is as heavy as a cicc (CUTLASS: cudafe++ 2.8-16.6 s, the host
+# compile 2.7-13.5 s, cicc for sm_80 4-39 s).
 DEFAULT_SECONDS: Mapping[Kind, float] = {
     Kind.PREPROCESS: 1.3,
-    Kind.CUDAFE: 3.5,
+    Kind.CUDAFE: 4.5,
     Kind.CICC: 8.0,
     Kind.PTXAS: 1.4,
     Kind.FATBINARY: 0.1,
     Kind.NVLINK: 0.5,
-    Kind.HOST_COMPILE: 4.0,
+    Kind.HOST_COMPILE: 5.5,
     Kind.LINK: 1.0,
     Kind.ARCHIVE: 0.2,
     Kind.DEPFILE: 0.05,

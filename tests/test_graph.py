@@ -318,3 +318,16 @@ def test_early_stubs_need_two_architectures_of_one_compile():
     assert stubs("compile_1arch") == [None]
     assert stubs("link_executable") == [None, None, None]  # two sources and the -dlink stub
     assert all(stubs("compile_3arch")) and stubs("compile_3arch")
+
+
+def test_a_member_of_an_any_of_group_does_not_count_the_groups_task():
+    """The task needs one member, not each: a member's remaining path is its own."""
+    from dataclasses import replace
+
+    plan_tasks = sequential_dag(load_plan("compile_1arch")).tasks[:4]
+    tasks = tuple(replace(t, id=i) for i, t in enumerate(plan_tasks))
+    tasks = tasks[:2] + (replace(tasks[2], any_of=frozenset({0, 1})),) + tasks[3:]
+    dag = Dag(tasks, (frozenset(), frozenset(), frozenset({0, 1}), frozenset({2})))
+    assert priorities(dag, [1.0, 5.0, 10.0, 2.0]) == [1.0, 5.0, 12.0, 2.0]
+    plain = Dag(tuple(replace(t, any_of=frozenset()) for t in tasks), dag.preds)
+    assert priorities(plain, [1.0, 5.0, 10.0, 2.0]) == [13.0, 17.0, 12.0, 2.0]

@@ -154,3 +154,24 @@ def test_history_export_and_import_on_the_command_line(tmp_path):
     (tmp_path / "bad.json").write_text("[1, 2]")
     bad = subprocess.run([*command, "import", str(tmp_path / "bad.json")], env=elsewhere, capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and bad.stderr.startswith("fast_nvcc: error: history import")
+
+
+def test_a_first_build_runs_the_host_chain_before_a_plain_architectures_cicc():
+    """With nothing known, once a compile's device preprocessing is done, its host chain
+    (preprocessing, cudafe++, the host compile) ranks above the cicc of any plain architecture:
+    a template library's host side is as heavy as one cicc, and on two cores a host chain left
+    for last runs on one core while the other idles.  The early stub's front needs one cicc,
+    so no cicc counts it in its own path; an architecture-specific cicc (sm_90a) still ranks
+    first."""
+    from fast_nvcc.graph import priorities
+
+    plan = load_plan("compile_3arch")
+    dag = _dag_for(Config(), plan, "/w")
+    owners = {s.index: "/k.cu" for s in plan.steps}
+    ranks = priorities(dag, [_cost({}, t, owners).seconds for t in dag.tasks])
+    host_preprocess = next(t for t in dag.tasks if t.step.kind is Kind.PREPROCESS and not t.step.arch)
+    ciccs = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC]
+    cudafe = next(t for t in dag.tasks if t.step.kind is Kind.CUDAFE)
+    assert len(ciccs) == 3 and all(ranks[host_preprocess.id] > ranks[cudafe.id] > ranks[c.id] for c in ciccs)
+    specific = estimate({}, source="/k.cu", tool="cicc", arch="compute_90a", kind=Kind.CICC).seconds
+    assert specific > ranks[host_preprocess.id]
