@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from fast_nvcc import exit_codes
-from helpers import assert_same, cases, compare
+from helpers import Comparison, assert_same, cases, compare, remove_files, run_tool
 from plans import load_plan
 
 GENCODE_2 = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80"]
@@ -76,9 +76,23 @@ def failing(sources):
 @pytest.mark.parametrize("case", cases(FAILURES, quick={"front-end"}))
 @pytest.mark.nvcc
 def test_failure_exit_code_as_nvcc(nvcc, failing, case, threads):
+    """Under -t, what nvcc leaves after a failure depends on which of its threads had got how
+    far (a depfile, the other source's object): two nvcc runs under load can differ.  So with
+    -t, fast_nvcc must give one of nvcc's own answers, from up to three nvcc runs; without
+    -t, nvcc's one answer."""
     args, plain_code, threaded_code = FAILURES[case]
-    result = compare(nvcc, [*args, *(["-t0"] if threads else [])], cwd=failing)
+    args = [*args, *(["-t0"] if threads else [])]
+    result = compare(nvcc, args, cwd=failing)
     assert result.plain.returncode == (threaded_code if threads else plain_code)
+    for _ in range(2 if threads else 0):
+        try:
+            assert_same(result)
+            return
+        except AssertionError:
+            remove_files(failing, result.fast)
+            again = run_tool([nvcc, *args], cwd=failing, tmpdir=failing.parent / f"{failing.name}-tmp")
+            remove_files(failing, again)
+            result = Comparison(again, result.fast)
     assert_same(result)
 
 
