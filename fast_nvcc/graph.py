@@ -372,7 +372,9 @@ def early_stubs(dag: Dag, *, workdir: str, probe: bool = True) -> Dag:
         if last.speculative_of is not None:
             check = tasks[last.speculative_of]
             tasks[check.id] = replace(check, rerun=_with_stub(check.rerun, private))
-        probe_argv = _stub_probe_argv(tasks[last.id].argv, workdir, last.step.index) if probe and not last.step.redirects else None
+        probe_argv = None
+        if probe and not last.step.redirects:
+            probe_argv = _stub_probe_argv(tasks[last.id].argv, workdir, last.step.index)
         if probe_argv is not None:
             probe_task = Task(id=len(tasks), step=last.step, action=Action.STUB_PROBE, argv=probe_argv,
                               reads=last.reads, optional=True)  # fmt: skip

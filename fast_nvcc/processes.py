@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -147,21 +147,18 @@ class Processes:
 
     def kill_optional(self, task_id: int | None = None) -> None:
         """Kill the running optional task ``task_id`` (every one when None)."""
-        victims = []
-        with self._lock:
-            for run in self._running.values():
-                if run.task.optional and task_id in (None, run.task.id) and not run.killed:
-                    run.killed = True
-                    if run.proc is not None:
-                        victims.append(run.proc.pid)
-        kill_trees(victims)
+        self._kill(lambda run: run.task.optional and not run.killed and task_id in (None, run.task.id))
 
     def kill_after(self, order: tuple[int, int] | None) -> None:
         """Kill running tasks that come after ``order`` in nvcc's order (all when None)."""
+        self._kill(lambda run: order is None or run.task.order > order)
+
+    def _kill(self, which: Callable[[_Running], bool]) -> None:
+        """Mark the running tasks ``which`` picks as killed, and kill their process trees."""
         victims = []
         with self._lock:
             for run in self._running.values():
-                if order is None or run.task.order > order:
+                if which(run):
                     run.killed = True
                     if run.proc is not None:
                         victims.append(run.proc.pid)

@@ -300,7 +300,7 @@ class Runner:
                         break
                     ready.pop()
                     self._start(task)
-                if waits or self._optional_outranked():
+                if self.processes.runs_optional and (waits or self.slots.outranked(0.0)):
                     self.processes.kill_optional()  # a real step (ours or a peer's) wants its slot
                 if not blocked:
                     self.slots.withdraw()  # nothing of ours waits: others may go first
@@ -378,10 +378,6 @@ class Runner:
             wall_seconds=time.monotonic() - self._t0,
             started_at=self._started_at,
         )
-
-    def _optional_outranked(self) -> bool:
-        """Does another compile's step wait for a slot while an optional task of ours runs?"""
-        return self.processes.runs_optional and self.slots.outranked(0.0)
 
     def _drop_optional(self, task_ids: frozenset[int]) -> None:
         """Stop or drop the optional tasks among ``task_ids`` that have not ended."""
