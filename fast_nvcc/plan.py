@@ -122,7 +122,7 @@ class Step:
     # For cicc and cudafe++: the module_id file and whether this step generates it.
     module_id: str | None = None
     generates_module_id: bool = False
-    # For the dependency step: the preprocessed files it reads, in plan order.
+    # For the dependency step: the preprocessed files it reads, in the order nvcc reads them.
     sources: tuple[str, ...] = ()
 
     @property
@@ -247,7 +247,8 @@ class _StepBuilder:
         self.env = env
         self.cwd = cwd
         self.written: set[str] = set()
-        self.preprocessed: list[str] = []  # paths of .ii files since the last depfile step
+        # The .ii files since the last depfile step: (host side?, sequence number, path).
+        self.preprocessed: list[tuple[bool, int, str]] = []
         self.temp_paths: set[str] = set()
 
     def build(self, index: int, line: str) -> Step:
@@ -264,7 +265,7 @@ class _StepBuilder:
         if kind is Kind.PREPROCESS and "-o" in argv[:-1]:
             output = os.path.join(self.cwd, argv[argv.index("-o") + 1])
             if is_temp(output):
-                self.preprocessed.append(output)
+                self.preprocessed.append((_arch(kind, argv) is None, _sequence(output), output))
         return Step(
             index=index,
             text=line,
@@ -288,7 +289,9 @@ class _StepBuilder:
         if words.words or words.needs_shell:
             raise PlanError(f"unexpected dependency step: {line!r}")
         outputs = tuple(r.target for r in words.redirects if r.fd == 1)
-        sources = tuple(self.preprocessed)
+        # nvcc reads every architecture's .ii in the order it numbered them (the -gencode
+        # order), then the host's; under -t its threads print those steps in any order.
+        sources = tuple(path for *_, path in sorted(self.preprocessed, key=lambda e: e[:2]))
         self.preprocessed = []
         return Step(
             index=index,
@@ -452,6 +455,15 @@ def _arch(kind: Kind, argv: Sequence[str]) -> str | None:
                 return f"compute_{int(match.group(1)) // 10}{suffix}"
         return None
     return None
+
+
+_SEQUENCE = re.compile(r"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}-(\d+)_")
+
+
+def _sequence(path: str) -> int:
+    """nvcc's number of a temp file (``tmpxft_..-8_k.compute_80.cpp1.ii``: 8)."""
+    match = _SEQUENCE.search(os.path.basename(path))
+    return int(match.group(1)) if match else 0
 
 
 def _module_id(kind: Kind, argv: Sequence[str]) -> tuple[str | None, bool]:

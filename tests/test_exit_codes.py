@@ -77,7 +77,7 @@ def failing(sources):
 @pytest.mark.nvcc
 def test_failure_exit_code_as_nvcc(nvcc, failing, case, threads):
     """Under -t, what nvcc leaves after a failure depends on which of its threads had got how
-    far (a depfile, the other source's object): two nvcc runs under load can differ.  So with
+    far (the other source's object): two nvcc runs under load can differ.  So with
     -t, fast_nvcc must give one of nvcc's own answers, from up to three nvcc runs; without
     -t, nvcc's one answer."""
     args, plain_code, threaded_code = FAILURES[case]

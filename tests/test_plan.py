@@ -79,6 +79,23 @@ def test_depfile_to_stdout_reads_every_preprocessed_file_in_plan_order():
     assert [p.rsplit(".", 2)[-2] for p in depfile.sources] == ["cpp1", "cpp4"]
 
 
+@pytest.mark.parametrize("printed", [[3, 0, 1, 2], [2, 3, 0, 1], [1, 0, 3, 2]])
+def test_depfile_reads_in_nvccs_order_whatever_order_its_threads_printed(printed):
+    """Under -t nvcc's threads print the preprocessing steps in any order (seen: the host's
+    gcc -E before the architectures' in 2 of 30 dryruns), while the dependency file it writes
+    always lists the architectures' files in -gencode order and the host's last."""
+    header, body = load("compile_3arch_md")
+    lines = body.splitlines()
+    steps = [i for i, line in enumerate(lines) if " -E " in line]
+    assert len(steps) == 4 and steps == list(range(steps[0], steps[0] + 4))
+    shuffled = [lines[steps[0] + k] for k in printed]
+    lines[steps[0] : steps[0] + 4] = shuffled
+    plan = parse_plan("\n".join(lines) + "\n", env={}, cwd=header["cwd"])
+    (depfile,) = [s for s in plan.steps if s.kind is Kind.DEPFILE]
+    names = [p.rsplit("_kernel.", 1)[-1] for p in depfile.sources]
+    assert names == ["compute_75.cpp1.ii", "compute_80.cpp1.ii", "compute_90.cpp1.ii", "cpp4.ii"]
+
+
 def test_two_sources_each_get_their_own_depfile():
     plan = load_plan("two_sources_mmd")
     depfiles = [s for s in plan.steps if s.kind is Kind.DEPFILE]
