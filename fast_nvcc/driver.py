@@ -242,6 +242,8 @@ def _run_plan(
         for task, record in zip(dag.tasks, result.records):
             if record.reran:
                 _say(config, f"{task.step.label}: its module_id differs from nvcc's; reran it as printed")
+            if record.memory_stopped:
+                _say(config, f"{task.step.label}: stopped {record.memory_stopped:.1f} s while memory ran short")
             if record.oom_rerun:
                 _say(config, f"{task.step.label}: killed for lack of memory; ran it again")
             if record.split_note:
@@ -356,7 +358,8 @@ def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]
             tool = "as"
         if ran and task.action in (Action.EXEC, Action.SHELL, Action.HOST_FRONT, Action.HOST_BACK, Action.REMOTE):
             found.append(
-                Measurement(owners.get(step.index, ""), tool, step.arch or "", record.seconds, record.max_rss_kb or 0)
+                Measurement(owners.get(step.index, ""), tool, step.arch or "", record.seconds - record.memory_stopped,
+                            record.max_rss_kb or 0)  # fmt: skip
             )
     return found
 

@@ -42,6 +42,7 @@ import hashlib
 import itertools
 import os
 import re
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -249,6 +250,8 @@ class MemoryBudget:
         self._headroom = measure_headroom(levels, read_machine())
         self._sampled = time.monotonic()
         self._held: dict[int, _Held] = {}
+        self._stopped: dict[int, Claim] = {}  # task -> its marker ``p-<pid>-<n>`` (fast_nvcc.pressure)
+        self._stopped_lock = threading.Lock()  # the pressure guard's thread marks, the runner's releases
         self._waiter: Claim | None = None
         self._again: set[int] = set()  # tasks to run again first: killed for memory
         self._retried: set[int] = set()
@@ -309,7 +312,9 @@ class MemoryBudget:
         return self._waited.get(task_id, 0.0)
 
     def release(self, task_id: int, *, rss_kb: int | None) -> None:
-        held = self._held.pop(task_id, None)
+        with self._stopped_lock:  # no stop marker may outlive its claim
+            held = self._held.pop(task_id, None)
+        self.unmark_stopped(task_id)
         if held is not None:
             held.claim.drop()
         if rss_kb and task_id < len(self.kinds):
@@ -341,7 +346,37 @@ class MemoryBudget:
             self._waiter.drop()
             self._waiter = None
 
+    # -- steps stopped for memory (fast_nvcc.pressure) ----------------------------------------
+
+    def held_keys(self) -> dict[int, str]:
+        """Task -> ``<pid>-<n>``, its claim's key, for each running step of ours."""
+        return {task_id: _claim_key(held.claim.path) for task_id, held in list(self._held.items())}
+
+    def mark_stopped(self, task_id: int) -> None:
+        with self._stopped_lock:
+            held = self._held.get(task_id)
+            if held is not None and task_id not in self._stopped:
+                marker = os.path.join(self.directory, f"p-{_claim_key(held.claim.path)}")
+                self._stopped[task_id] = Claim.make(marker)
+
+    def unmark_stopped(self, task_id: int) -> None:
+        with self._stopped_lock:
+            marker = self._stopped.pop(task_id, None)
+            if marker is not None:
+                marker.drop()
+
+    def stopped(self) -> list[int]:
+        """Our steps stopped for memory."""
+        with self._stopped_lock:
+            return list(self._stopped)
+
+    def anything_stopped(self) -> bool:
+        """Is a step of any compile under this limit stopped for memory?"""
+        return any(n.startswith("p-") and is_live(os.path.join(self.directory, n)) for n in _names(self.directory))
+
     def close(self) -> None:
+        for task_id in self.stopped():
+            self.unmark_stopped(task_id)
         for held in self._held.values():
             held.claim.drop()
         self._held.clear()
@@ -357,6 +392,8 @@ class MemoryBudget:
             return False  # a step of ours killed for memory waits: nothing else of ours starts first
         if self._someone_ahead([n for n in names if n.startswith("w-")]):
             return False
+        if any(n.startswith("p-") and is_live(os.path.join(self.directory, n)) for n in names):
+            return False  # memory ran short: a step is stopped until there is room (fast_nvcc.pressure)
         if not claims:
             return True  # with no claim anywhere, one step always starts: plain nvcc's way
         need = self.need(task_id)
@@ -490,6 +527,11 @@ def _parse_claim(name: str) -> tuple[int, int]:
     if len(parts) != 4 or not (parts[1].isdigit() and parts[3].isdigit()):
         return 0, 0
     return int(parts[1]), int(parts[3])
+
+
+def _claim_key(path: str) -> str:
+    """``<pid>-<n>`` of a claim ``c-<pid>-<n>-<bytes>``."""
+    return "-".join(os.path.basename(path).split("-")[1:3])
 
 
 def _tree_rss(pids: Iterable[int]) -> dict[int, int]:

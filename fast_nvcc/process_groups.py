@@ -37,6 +37,7 @@ def kill_trees(pids: Sequence[int]) -> None:
         except psutil.NoSuchProcess:
             continue
     _send(pids, procs, signal.SIGTERM)
+    _send(pids, procs, signal.SIGCONT)  # a step stopped for memory (fast_nvcc.pressure) must see it
     deadline = time.monotonic() + KILL_GRACE_SECONDS
     while procs and time.monotonic() < deadline:
         procs = [p for p in procs if _alive(p)]

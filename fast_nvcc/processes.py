@@ -164,6 +164,19 @@ class Processes:
                         victims.append(run.proc.pid)
         kill_trees(victims)
 
+    def signal_step(self, task_id: int, signum: int) -> bool:
+        """Send ``signum`` to a running task's process group (fast_nvcc.pressure stops and
+        continues steps); False when it has no live command now."""
+        with self._lock:
+            run = self._running.get(task_id)
+            if run is None or run.killed or run.proc is None or run.proc.returncode is not None:
+                return False
+            try:
+                os.killpg(run.proc.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                return False
+            return True
+
     def capture_path(self, task: Task, fd: int, tag: str = "") -> str:
         return self.captures.path(f"{task.id}{tag}.{fd}")
 

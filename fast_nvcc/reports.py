@@ -61,6 +61,7 @@ class StepReport:
     remote_note: str = ""
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_waited: float = 0.0  # the part of ``waited`` held back by the memory budget
+    memory_stopped: float = 0.0  # seconds stopped while memory ran short (fast_nvcc.pressure)
     oom_rerun: bool = False  # killed for memory and run again (fast_nvcc.memory)
 
 
@@ -170,6 +171,7 @@ def build_report(
                 remote_note=record.remote_note,
                 over_pool=record.over_pool,
                 memory_waited=record.memory_wait,
+                memory_stopped=record.memory_stopped,
                 oom_rerun=record.oom_rerun,
             )
         )
@@ -350,6 +352,7 @@ def trace_events(report: RunReport, *, pid: int = 1, offset_us: float = 0.0, nam
                     "max_rss_kb": step.max_rss_kb,
                     "waited_seconds": round(step.waited, 6),
                     "memory_waited_seconds": round(step.memory_waited, 6),
+                    "memory_stopped_seconds": round(step.memory_stopped, 6),
                     "oom_rerun": step.oom_rerun,
                     "command": shlex.join(step.command),
                 },
@@ -415,6 +418,10 @@ def format_summary(report: RunReport, *, what: str = "") -> str:
     if held:
         lines.append(f"  waited for memory: {report.memory_wait_seconds:.2f} s in all ({len(held)} commands held back"
                      " by the memory budget)")  # fmt: skip
+    stopped = [s for s in report.steps if s.memory_stopped > 0]
+    if stopped:
+        lines.append(f"  stopped while memory ran short: {sum(s.memory_stopped for s in stopped):.2f} s in all"
+                     f" ({len(stopped)} commands)")  # fmt: skip
     reruns = [s.label for s in report.steps if s.oom_rerun]
     if reruns:
         lines.append("  killed for memory, run again: " + ", ".join(reruns))
@@ -492,6 +499,7 @@ def log_record(
         record["first_step_wait_seconds"] = round(report.first_step_wait_seconds, 6)
         record["slot_wait_seconds"] = round(report.slot_wait_seconds, 6)
         record["memory_wait_seconds"] = round(report.memory_wait_seconds, 6)
+        record["memory_stopped_seconds"] = round(sum(s.memory_stopped for s in report.steps), 6)
         counts = report.cache_counts()
         if counts:
             record["cache"] = {
@@ -529,6 +537,7 @@ def log_record(
                 **({"remote_note": s.remote_note} if s.remote_note else {}),
                 **({"over_pool": s.over_pool} if s.over_pool else {}),
                 **({"memory_wait": round(s.memory_waited, 6)} if s.memory_waited else {}),
+                **({"memory_stopped": round(s.memory_stopped, 6)} if s.memory_stopped else {}),
                 **({"oom_rerun": True} if s.oom_rerun else {}),
             }
             for s in report.steps

@@ -47,6 +47,7 @@ from .task_records import Record, RunResult, State, StepFailed
 
 if TYPE_CHECKING:
     from .memory import MemoryBudget
+    from .pressure import PressureGuard
 
 
 class Internal:
@@ -276,6 +277,7 @@ class Runner:
             self.slots.left(ready.work_left)
         emitter = Emitter(tasks, self.records, self.messages, stdout=self.stdout, stderr=self.stderr)
         failed: int | None = None  # task id of the earliest failure in nvcc's order
+        guard = self._guard()
         try:
             while True:
                 if ready.rescale(self.records, now=self._now(), slots=self.slots):
@@ -364,6 +366,8 @@ class Runner:
             self.processes.kill_after(None)
             raise
         finally:
+            if guard is not None:
+                guard.close()
             self._join()
             self.slots.release_all()
             self.processes.close()
@@ -395,6 +399,22 @@ class Runner:
 
     def _handler(self, task: Task) -> Handler:
         return self.handlers[task.action]
+
+    def _guard(self) -> PressureGuard | None:
+        """Steps are stopped rather than lost when memory runs short (fast_nvcc.pressure)."""
+        if self.memory is None:
+            return None
+        from .pressure import PressureGuard
+
+        stopped_at: dict[int, float] = {}
+
+        def on_change(what: str, task_id: int) -> None:
+            if what == "stop":
+                stopped_at[task_id] = self._now()
+            elif task_id in stopped_at:
+                self.records[task_id].memory_stopped += self._now() - stopped_at.pop(task_id)
+
+        return PressureGuard(self.memory, signal_step=self.processes.signal_step, on_change=on_change).start()
 
     def _killed_for_memory(self, task: Task, returncode: int) -> bool:
         """Was ``task`` (on its own thread, ending) killed by the kernel for memory, and does it

@@ -3,6 +3,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -12,6 +13,9 @@ from fast_nvcc.toolchain import pypi_nvccs
 
 from helpers import copy_sources
 from sccache_servers import start_redis, stop
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from memory_cgroup import CgroupUnavailable, MemoryCgroup  # noqa: E402
 
 
 def _toolchains() -> list[str]:
@@ -63,3 +67,23 @@ def redis(tmp_path):
         yield server
     finally:
         stop(server.proc)
+
+
+@pytest.fixture
+def memory_cgroup():
+    """Make real memory cgroups of a given size (removed afterwards); skip where this machine
+    lets us make none."""
+    made = []
+
+    def make(limit: int) -> MemoryCgroup:
+        try:
+            group = MemoryCgroup(limit, name="fast_nvcc-test")
+        except CgroupUnavailable as exc:
+            pytest.skip(str(exc))
+        made.append(group)
+        return group
+
+    yield make
+    for group in made:
+        group.close()
+        assert not os.path.exists(group.path)

@@ -33,8 +33,6 @@ from fast_nvcc.memory import (
 from fast_nvcc.reports import build_report, format_summary, log_record, trace_events
 from fast_nvcc.scheduler import Internal, Runner
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from memory_cgroup import CgroupUnavailable, MemoryCgroup
 
 GIB = 1 << 30
 ROOT = Path(__file__).resolve().parent.parent
@@ -225,26 +223,6 @@ def test_runner_holds_back_steps_that_do_not_fit(tmp_path):
 # -- real memory cgroups ---------------------------------------------------------------------------
 
 NVCC = shutil.which("nvcc")
-
-
-@pytest.fixture
-def memory_cgroup():
-    """Make real memory cgroups of a given size (removed afterwards); skip where this machine
-    lets us make none."""
-    made = []
-
-    def make(limit: int) -> MemoryCgroup:
-        try:
-            group = MemoryCgroup(limit, name="fast_nvcc-test")
-        except CgroupUnavailable as exc:
-            pytest.skip(str(exc))
-        made.append(group)
-        return group
-
-    yield make
-    for group in made:
-        group.close()
-        assert not os.path.exists(group.path)
 
 
 def test_limit_and_usage_are_read_from_the_real_cgroup(memory_cgroup, tmp_path):

@@ -163,6 +163,7 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
             remote=step.get("remote"),
             over_pool=step.get("over_pool"),
             memory_wait=_float_or_none(step.get("memory_wait")) or 0.0,
+            memory_stopped=_float_or_none(step.get("memory_stopped")) or 0.0,
             oom_rerun=bool(step.get("oom_rerun", False)),
         )
         for step in data.get("steps") or ()

@@ -42,6 +42,7 @@ class Step:
     remote: str | None = None  # --remote sccache: what became of it (remote, sccache-hit, ...)
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_wait: float = 0.0  # seconds held back by the memory budget (docs/memory.md)
+    memory_stopped: float = 0.0  # seconds stopped while memory ran short (fast_nvcc.pressure)
     oom_rerun: bool = False  # killed for memory and run again
 
 
@@ -191,6 +192,8 @@ class Waiting:
     memory_steps: int = 0  # steps held back by the memory budget
     memory_compiles: int = 0
     oom_reruns: int = 0  # steps killed for memory and run again
+    stopped_steps: int = 0  # steps stopped while memory ran short
+    stopped_seconds: float = 0.0
 
 
 # The device side of the build (--device-trace), summed by device.py.

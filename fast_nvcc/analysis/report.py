@@ -135,6 +135,8 @@ def report_tables(a: Analysis) -> Iterator[Table]:
         if w.memory_steps:
             rows.append((f"held back by the memory budget: {w.memory_steps} steps of {w.memory_compiles} compiles",
                          _seconds(w.memory_seconds)))  # fmt: skip
+        if w.stopped_steps:
+            rows.append((f"stopped while memory ran short: {w.stopped_steps} steps", _seconds(w.stopped_seconds)))
         if w.oom_reruns:
             rows.append(("killed for memory and run again", f"{w.oom_reruns} steps"))
         yield Table(f"waiting for slots ({w.compiles} compiles)", ("", "seconds"), tuple(rows), "ll")

@@ -132,7 +132,8 @@ def json_report(a: Analysis) -> AnalysisJson:
             "over_pool": {why: {"steps": o.steps, "seconds": _r(o.seconds), "compiles": o.compiles}
                           for why, o in a.waiting.over_pool},
             "memory": {"seconds": _r(a.waiting.memory_seconds), "steps": a.waiting.memory_steps,
-                       "compiles": a.waiting.memory_compiles, "oom_reruns": a.waiting.oom_reruns},
+                       "compiles": a.waiting.memory_compiles, "oom_reruns": a.waiting.oom_reruns,
+                       "stopped_steps": a.waiting.stopped_steps, "stopped_seconds": _r(a.waiting.stopped_seconds)},
         },
         "compiles": [_compile_json(job) for job in build.jobs if job.record is not None],
         "device": _device_json(a),

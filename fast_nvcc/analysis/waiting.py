@@ -39,6 +39,8 @@ def measure_waiting(jobs: Sequence[Job]) -> Waiting | None:
         memory_steps=sum(1 for j in timed for s in j.record.steps if s.memory_wait > 0),
         memory_compiles=sum(1 for j in timed if any(s.memory_wait > 0 for s in j.record.steps)),
         oom_reruns=sum(1 for j in timed for s in j.record.steps if s.oom_rerun),
+        stopped_steps=sum(1 for j in timed for s in j.record.steps if s.memory_stopped > 0),
+        stopped_seconds=sum(s.memory_stopped for j in timed for s in j.record.steps),
     )
 
 

@@ -1,0 +1,161 @@
+"""When memory runs short anyway, stop a step rather than lose it (docs/memory.md).
+
+The budget (:mod:`.memory`) starts a step when its expected peak fits.  On a first build the
+expectations are guesses: every cicc starts on the 800 MB default until a peer has posted a
+peak, and CUTLASS's sm_90a ciccs grew to 3-5 GB, so steps admitted on guesses grew together
+past a 31.5 GiB cgroup and the kernel killed two of them, their work lost (16 cores,
+2026-11-24).  The guard watches what is free while steps run:
+
+* **Stop.**  When what is free falls below the low-water mark (:func:`low_water`) and is still
+  falling, this compile stops (SIGSTOP, its process group) its youngest running step, unless
+  that is the oldest running step of the machine: the oldest always goes on, so the build
+  always makes progress.  At most one step a tick per compile.  A stopped step keeps its
+  memory but takes no more, and while any step of the machine is stopped no new one starts
+  (:meth:`.MemoryBudget.reserve`).
+* **Continue.**  The oldest stopped step of the machine goes on (SIGCONT) once twice the
+  low-water mark is free again, or when nothing else runs: one a tick, oldest first.
+
+Which steps run and which are stopped, and since when, is in the budget's directory, shared
+by every compile under the same limit: the claims ``c-<pid>-<n>-<bytes>`` (their age is the
+file's) and a marker ``p-<pid>-<n>`` for each stopped one.  The decision itself is
+:func:`decide`, a function of those and of two readings of what is free.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+from .memory import MemoryBudget, read_headroom, reserve_for
+from .pool_files import is_live
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A running step of the machine, as the budget's directory shows it."""
+
+    key: str  # "<pid>-<n>", its claim's
+    since: int  # when it was claimed, ns
+    stopped: bool
+
+
+def low_water(limit: int) -> int:
+    """Below this much free, a growing build stops its youngest steps: 1/32 of the limit (1 GiB
+    of 32 GiB: sixteen ciccs growing at 100 MB/s take 0.16 GB in one tick), at least twice the
+    budget's reserve (98 MiB of 1.2 GiB)."""
+    return max(2 * reserve_for(limit), limit // 32)
+
+
+def decide(
+    *, free: int, before: int | None, limit: int, steps: Sequence[Claimed], mine: Collection[str]
+) -> tuple[str, str] | None:
+    """("stop", key), ("continue", key) or None: what this compile does now, given what is free
+    now and a tick ``before``, the machine's running ``steps`` and which of them are ``mine``."""
+    running = sorted((s for s in steps if not s.stopped), key=lambda s: (s.since, s.key))
+    stopped = sorted((s for s in steps if s.stopped), key=lambda s: (s.since, s.key))
+    low = low_water(limit)
+    if free < low:
+        if before is not None and free < before:
+            ours = [s for s in running[1:] if s.key in mine]  # never the machine's oldest
+            if ours:
+                return "stop", ours[-1].key
+        if running:
+            return None
+    if stopped and (free >= 2 * low or not running) and stopped[0].key in mine:
+        return "continue", stopped[0].key
+    return None
+
+
+def survey(directory: str) -> list[Claimed]:
+    """The machine's running steps: every live claim, stopped or not."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    stopped = {name[2:] for name in names if name.startswith("p-")}
+    steps = []
+    for name in names:
+        parts = name.split("-")
+        if not name.startswith("c-") or len(parts) != 4:
+            continue
+        path = os.path.join(directory, name)
+        try:
+            since = os.stat(path).st_mtime_ns
+        except OSError:
+            continue
+        if is_live(path):
+            key = f"{parts[1]}-{parts[2]}"
+            steps.append(Claimed(key, since, key in stopped))
+    return steps
+
+
+class PressureGuard:
+    """One compile's guard: a thread that ticks while the run lasts.  ``signal_step(task_id,
+    signum)`` sends a signal to a running step's process group (False if it no longer runs);
+    ``on_change(what, task_id)`` hears of each stop and continue."""
+
+    TICK = 0.1  # seconds
+
+    def __init__(
+        self,
+        budget: MemoryBudget,
+        *,
+        signal_step: Callable[[int, int], bool],
+        on_change: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.budget = budget
+        self.signal_step = signal_step
+        self.on_change = on_change
+        self._before: int | None = None
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="fast_nvcc-pressure", daemon=True)
+
+    def start(self) -> PressureGuard:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop ticking and let every step of ours go on."""
+        self._closed.set()
+        self._thread.join()
+        for task_id in self.budget.stopped():
+            self._continue(task_id)
+
+    def _loop(self) -> None:
+        while not self._closed.wait(self.TICK):
+            self.tick()
+
+    def tick(self) -> None:
+        headroom = read_headroom(self.budget.cgroups)
+        before, self._before = self._before, headroom.free
+        mine = self.budget.held_keys()  # task -> key
+        if not mine:
+            return
+        low = low_water(headroom.limit)
+        if headroom.free >= 2 * low and not self.budget.anything_stopped():
+            return  # the usual case: nothing to look at
+        steps = survey(self.budget.directory)
+        choice = decide(free=headroom.free, before=before, limit=headroom.limit, steps=steps,
+                        mine=set(mine.values()))  # fmt: skip
+        if choice is None:
+            return
+        what, key = choice
+        task_id = next(t for t, k in mine.items() if k == key)
+        if what == "stop":
+            if self.signal_step(task_id, signal.SIGSTOP):
+                self.budget.mark_stopped(task_id)
+                self._tell("stop", task_id)
+        else:
+            self._continue(task_id)
+
+    def _continue(self, task_id: int) -> None:
+        self.signal_step(task_id, signal.SIGCONT)
+        self.budget.unmark_stopped(task_id)
+        self._tell("continue", task_id)
+
+    def _tell(self, what: str, task_id: int) -> None:
+        if self.on_change is not None:
+            self.on_change(what, task_id)
