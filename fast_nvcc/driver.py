@@ -244,7 +244,10 @@ def _run_plan(
                 _say(config, f"{task.step.label}: its module_id differs from nvcc's; reran it as printed")
             if record.memory_stopped:
                 _say(config, f"{task.step.label}: stopped {record.memory_stopped:.1f} s while memory ran short")
-            if record.oom_rerun:
+            if record.memory_evicted:
+                _say(config, f"{task.step.label}: killed to make room for an older step while memory ran short;"
+                             " ran it again")  # fmt: skip
+            elif record.oom_rerun:
                 _say(config, f"{task.step.label}: killed for lack of memory; ran it again")
             if record.split_note:
                 _say(config, f"{task.step.label}: host compile run as printed: {record.split_note}")

@@ -255,6 +255,10 @@ class MemoryBudget:
         self._waiter: Claim | None = None
         self._again: set[int] = set()  # tasks to run again first: killed for memory
         self._retried: set[int] = set()
+        # Stopped steps killed to make room for an older one (fast_nvcc.pressure): task -> the
+        # claim key of the step that must end before it runs again.
+        self._evicted: dict[int, str] = {}
+        self._after: dict[int, str] = {}
         self._denied: dict[int, float] = {}  # task -> when it was last held back
         self._waited: dict[int, float] = {}  # task -> seconds held back, summed
         self._rss: dict[int, int] = {}
@@ -283,6 +287,10 @@ class MemoryBudget:
 
     def reserve(self, task_id: int, *, now: float) -> bool:
         """May ``task_id`` start now?  If so its peak is claimed until :meth:`release`."""
+        if self._waits_for_older(task_id):
+            self._count_wait(task_id, now)
+            self._denied[task_id] = now
+            return False  # no waiter posted: others' steps may go on meanwhile
         with self._locked():
             granted = self._decide(task_id)
             if granted:
@@ -315,6 +323,7 @@ class MemoryBudget:
         with self._stopped_lock:  # no stop marker may outlive its claim
             held = self._held.pop(task_id, None)
         self.unmark_stopped(task_id)
+        self._evicted.pop(task_id, None)
         if held is not None:
             held.claim.drop()
         if rss_kb and task_id < len(self.kinds):
@@ -324,6 +333,11 @@ class MemoryBudget:
         """Was this failure the kernel's OOM killer, and is the step worth one more run?
         Exit 137 (or -9) is a SIGKILL fast_nvcc did not send; a tool whose child was killed
         (gcc's cc1plus) fails otherwise, and the cgroup's oom_kill count says so."""
+        after = self._evicted.pop(task_id, None)
+        if after is not None:  # fast_nvcc.pressure killed it: it runs again once that step ends
+            self._after[task_id] = after
+            self._raise_peak(task_id, rss_kb)
+            return True
         if task_id in self._retried:
             return False
         killed = returncode in (128 + 9, -9)
@@ -335,10 +349,28 @@ class MemoryBudget:
             return False
         self._retried.add(task_id)
         self._again.add(task_id)
+        self._raise_peak(task_id, rss_kb)
+        return True
+
+    def _raise_peak(self, task_id: int, rss_kb: int | None) -> None:
         if rss_kb:  # it held this much when it died: it needs more than that
             self.peaks[task_id] = max(self.peaks[task_id], rss_kb * 1024 * 5 // 4)
             self.learned = [*self.learned[:task_id], True, *self.learned[task_id + 1 :]]
-        return True
+
+    def evict(self, task_id: int, *, after: str) -> None:
+        """``task_id`` is about to be killed to make room for the step whose claim key is
+        ``after``: it runs again, once, when that one has ended (its work is lost either way,
+        and a second kill would not be room for ``after`` either)."""
+        self._evicted[task_id] = after
+
+    def _waits_for_older(self, task_id: int) -> bool:
+        after = self._after.get(task_id)
+        if after is None:
+            return False
+        if any(n.startswith(f"c-{after}-") and is_live(os.path.join(self.directory, n)) for n in _names(self.directory)):
+            return True
+        del self._after[task_id]
+        return False
 
     def withdraw(self) -> None:
         """Nothing of ours waits for memory now: others go first."""

@@ -62,6 +62,7 @@ class StepReport:
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_waited: float = 0.0  # the part of ``waited`` held back by the memory budget
     memory_stopped: float = 0.0  # seconds stopped while memory ran short (fast_nvcc.pressure)
+    memory_evicted: bool = False  # ... then killed to make room for an older step, and run again
     oom_rerun: bool = False  # killed for memory and run again (fast_nvcc.memory)
 
 
@@ -172,6 +173,7 @@ def build_report(
                 over_pool=record.over_pool,
                 memory_waited=record.memory_wait,
                 memory_stopped=record.memory_stopped,
+                memory_evicted=record.memory_evicted,
                 oom_rerun=record.oom_rerun,
             )
         )
@@ -353,6 +355,7 @@ def trace_events(report: RunReport, *, pid: int = 1, offset_us: float = 0.0, nam
                     "waited_seconds": round(step.waited, 6),
                     "memory_waited_seconds": round(step.memory_waited, 6),
                     "memory_stopped_seconds": round(step.memory_stopped, 6),
+                    "memory_evicted": step.memory_evicted,
                     "oom_rerun": step.oom_rerun,
                     "command": shlex.join(step.command),
                 },
@@ -538,6 +541,7 @@ def log_record(
                 **({"over_pool": s.over_pool} if s.over_pool else {}),
                 **({"memory_wait": round(s.memory_waited, 6)} if s.memory_waited else {}),
                 **({"memory_stopped": round(s.memory_stopped, 6)} if s.memory_stopped else {}),
+                **({"memory_evicted": True} if s.memory_evicted else {}),
                 **({"oom_rerun": True} if s.oom_rerun else {}),
             }
             for s in report.steps

@@ -334,6 +334,7 @@ class Runner:
                     # Killed for memory: again, ahead of all (fast_nvcc.memory).
                     record.captures.clear()
                     record.start = record.end = None
+                    record.memory_stopped = 0.0  # of the run that counts
                     record.ready = self._now()
                     ready.push_first(tasks[task_id])
                     continue
@@ -413,6 +414,8 @@ class Runner:
                 stopped_at[task_id] = self._now()
             elif task_id in stopped_at:
                 self.records[task_id].memory_stopped += self._now() - stopped_at.pop(task_id)
+            if what == "evict":
+                self.records[task_id].memory_evicted = True
 
         return PressureGuard(self.memory, signal_step=self.processes.signal_step, on_change=on_change).start()
 

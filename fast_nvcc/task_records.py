@@ -36,6 +36,7 @@ class Record:
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_wait: float = 0.0  # seconds of its wait spent held back by the memory budget
     memory_stopped: float = 0.0  # seconds it was stopped (SIGSTOP) for lack of memory
+    memory_evicted: bool = False  # stopped, then killed to make room for an older step; run again
     oom_rerun: bool = False  # killed for memory (fast_nvcc.memory) and run again first
     dropped: bool = False  # an optional task that never started, was stopped, or did not help
     # Captured output: (fd, path) in the order to forward them.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fast_nvcc.memory import MIB
+from fast_nvcc.memory import MIB, MemoryBudget
 from fast_nvcc.pressure import Claimed, decide, low_water
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +52,14 @@ def test_low_water_is_a_share_of_the_limit_with_a_floor():
         (2 * LOW, LOW, [Claimed("1-1", 100, True), *STEPS[1:]], {"1-1"}, ("continue", "1-1")),
         # Between the marks: nothing starts again.
         (2 * LOW - 1, LOW, [STEPS[0], Claimed("2-1", 200, True)], MINE, None),
+        # Critically short (under half the mark), still falling, and everything but the machine's
+        # oldest stopped: the youngest stopped step is killed to make room, by its own compile.
+        (LOW // 2 - 1, LOW // 2, [STEPS[0], Claimed("2-1", 200, True), Claimed("2-2", 300, True)], MINE,
+         ("evict", "2-2")),
+        (LOW // 2 - 1, LOW // 2, [STEPS[0], Claimed("2-1", 200, True), Claimed("3-1", 300, True)], MINE, None),
+        (LOW // 2, LOW // 2 + 1, [STEPS[0], Claimed("2-1", 200, True)], MINE, None),  # short, not critical
+        (LOW // 2 - 1, LOW // 2 - 1, [STEPS[0], Claimed("2-1", 200, True)], MINE, None),  # no longer falling
+        (LOW // 2 - 1, LOW // 2, [*STEPS[:2], Claimed("2-2", 300, True)], MINE, ("stop", "2-1")),  # stop first
         # Nothing runs at all: the oldest stopped goes on, however little is free.
         (0, 0, [Claimed("2-1", 200, True), Claimed("2-2", 300, True)], MINE, ("continue", "2-1")),
     ],
@@ -60,12 +68,37 @@ def test_decide(free, before, steps, mine, expected):
     assert decide(free=free, before=before, limit=LIMIT, steps=steps, mine=mine) == expected
 
 
+def _budget(directory, count):
+    return MemoryBudget(str(directory), peaks=[MIB] * count, kinds=[("cicc", "compute_80")] * count,
+                        learned=[True] * count, cgroups=[])  # fmt: skip
+
+
+def test_an_evicted_step_runs_again_once_the_step_it_made_room_for_has_ended(tmp_path):
+    older, mine = _budget(tmp_path, 2), _budget(tmp_path, 1)
+    assert mine.reserve(0, now=0.0)
+    for oldest in (0, 1):  # evicted twice: each time it runs again (unlike a kernel's second kill)
+        assert older.reserve(oldest, now=0.0)  # (its claim is older than ours in real life)
+        mine.evict(0, after=older.held_keys()[oldest])
+        assert mine.out_of_memory(0, -9, rss_kb=80 * 1024)
+        mine.release(0, rss_kb=None)
+        assert mine.need(0) == 100 * MIB  # 1.25 times what it held
+        assert not mine.reserve(0, now=1.0)  # the step it made room for still runs ...
+        assert not [n for n in os.listdir(tmp_path) if n.startswith("w-")]  # ... and others are not held back
+        older.release(oldest, rss_kb=None)
+        assert mine.reserve(0, now=2.0)
+    # A kernel's kill after that still gets its one run again.
+    assert mine.out_of_memory(0, 137, rss_kb=None)
+    assert not mine.out_of_memory(0, 137, rss_kb=None)
+    older.close()
+    mine.close()
+
+
 # -- real processes in a real memory cgroup --------------------------------------------------------
 
-# Three steps that each grow to 120 MiB, 2 MiB every 20 ms, in 384 MiB with this runner's Python:
-# together they do not fit, one at a time they do, and the budget lets all three start (each
-# claims 1 MiB, as a first build's guess can be far too low).
-GROW = "b = []\nimport time\nfor _ in range(60):\n    b.append(bytearray(b'x') * (2 << 20)); time.sleep(0.02)\ntime.sleep(0.2)\n"
+# Steps that grow 2 MiB every 20 ms to the MiB given, in 384 MiB with this runner's Python; the
+# budget lets all three start (each claims 1 MiB, as a first build's guess can be far too low).
+GROW = ("import sys, time\nb = []\nfor _ in range(int(sys.argv[1]) // 2):\n"
+        "    b.append(bytearray(b'x') * (2 << 20)); time.sleep(0.02)\ntime.sleep(0.2)\n")
 RUNNER = """
 import io, json, os, sys
 from fast_nvcc.graph import Action, Dag, Task
@@ -74,10 +107,10 @@ from fast_nvcc.plan import Kind, Step
 from fast_nvcc.reports import build_report, format_summary, log_record
 from fast_nvcc.scheduler import Internal, Runner
 
-pool, grow = sys.argv[1], sys.argv[2]
+pool, grow, sizes = sys.argv[1], sys.argv[2], sys.argv[3:]
 tasks = []
-for i in range(3):
-    step = Step(index=i, text="grow", kind=Kind.OTHER, tool="grow", argv=(sys.executable, grow))
+for i, size in enumerate(sizes):
+    step = Step(index=i, text="grow", kind=Kind.OTHER, tool="grow", argv=(sys.executable, grow, size))
     tasks.append(Task(i, step, Action.EXEC, argv=step.argv))
 dag = Dag(tuple(tasks), tuple(frozenset() for _ in tasks))
 memory = MemoryBudget(pool, peaks=[1 << 20] * 3, kinds=[("grow", "")] * 3, learned=[True] * 3)
@@ -90,27 +123,33 @@ log = log_record(nvcc="nvcc", args=[], cwd="/", sources=[], outputs=[], exit_cod
                  mode="graph", report=report)
 print(json.dumps({"returncode": result.returncode, "leftovers": sorted(os.listdir(pool)),
                   "summary": format_summary(report), "log": log,
-                  "records": [[r.state.value, r.returncode, r.start, r.end, r.memory_stopped, r.oom_rerun]
+                  "records": [[r.state.value, r.returncode, r.start, r.end, r.memory_stopped, r.oom_rerun, r.memory_evicted]
                               for r in result.records]}))
 """
 
 
-def test_growing_steps_are_stopped_and_continued_rather_than_killed(memory_cgroup, tmp_path):
-    group = memory_cgroup(384 * MIB)
+def _run_in_cgroup(group, tmp_path: Path, sizes: list[int]) -> dict:
     (tmp_path / "grow.py").write_text(GROW)
     (tmp_path / "runner.py").write_text(RUNNER)
     pool = tmp_path / "pool"
     pool.mkdir()
-    proc = subprocess.run(group.wrap([sys.executable, str(tmp_path / "runner.py"), str(pool), str(tmp_path / "grow.py")]),
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          check=False)  # fmt: skip
+    argv = [sys.executable, str(tmp_path / "runner.py"), str(pool), str(tmp_path / "grow.py"), *map(str, sizes)]
+    proc = subprocess.run(group.wrap(argv), capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
+    return json.loads(proc.stdout)
+
+
+def test_growing_steps_are_stopped_and_continued_rather_than_killed(memory_cgroup, tmp_path):
+    """Three of 100 MiB: together they do not fit in 384 MiB beside the runner, and stopping the
+    younger ones is enough for the oldest to finish."""
+    group = memory_cgroup(384 * MIB)
+    out = _run_in_cgroup(group, tmp_path, [100, 100, 100])
     assert group.oom_kills() == 0
     assert out["returncode"] == 0
     records = out["records"]
     assert [r[:2] for r in records] == [["done", 0]] * 3
-    assert not any(r[5] for r in records)  # none killed and run again
+    assert not any(r[5] or r[6] for r in records)  # none killed and run again
     starts = [r[2] for r in records]
     assert max(starts) - min(starts) < 0.5  # the budget let all three start together
     stopped = [r[4] for r in records]
@@ -120,3 +159,22 @@ def test_growing_steps_are_stopped_and_continued_rather_than_killed(memory_cgrou
     assert out["log"]["memory_stopped_seconds"] == pytest.approx(sum(stopped), abs=1e-5)
     assert [s.get("memory_stopped", 0.0) for s in out["log"]["steps"]] == pytest.approx(stopped, abs=1e-5)
     assert not [n for n in out["leftovers"] if n.startswith(("c-", "p-", "w-"))]  # no claim or stop marker is left
+
+
+def test_a_stopped_step_is_killed_to_make_room_for_the_oldest_and_runs_after_it(memory_cgroup, tmp_path):
+    """The oldest grows to 220 MiB: once the two younger ones are stopped at about 80 MiB each,
+    it still does not fit beside them.  Rather than let the kernel kill the biggest (the oldest,
+    with the most work done), the youngest stopped steps are killed, and they run again once the
+    oldest has ended."""
+    group = memory_cgroup(384 * MIB)
+    out = _run_in_cgroup(group, tmp_path, [220, 120, 120])
+    assert group.oom_kills() == 0
+    assert out["returncode"] == 0
+    records = out["records"]
+    assert [r[:2] for r in records] == [["done", 0]] * 3
+    oldest, *younger = records
+    assert not oldest[5] and not oldest[6] and oldest[4] == 0  # never stopped, never killed
+    evicted = [r for r in younger if r[6]]
+    assert evicted and all(r[5] for r in evicted)  # killed by us, and run again
+    assert all(r[2] >= oldest[3] for r in evicted)  # ... after the oldest ended
+    assert not [n for n in out["leftovers"] if n.startswith(("c-", "p-", "w-"))]
