@@ -6,6 +6,7 @@ names, signals, the reports, and the decision to hand a command line to nvcc unc
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
@@ -198,6 +199,10 @@ def _run_plan(
             dag = route_remote(dag, remote)
             handlers[Action.REMOTE] = remote_handler(remote)
         threaded = exit_codes.uses_threads(nvcc_args.threads(effective))
+        if threaded:
+            first = exit_codes.before_threads(plan)
+            dag = replace(dag, tasks=tuple(replace(t, before_threads=t.step.index in first) for t in dag.tasks))
+        fresh = _fresh_outputs(dag, cwd)
         _say(config, f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
         if memory is not None:
             _say(config, memory.description)
@@ -232,6 +237,13 @@ def _run_plan(
             code = exit_codes.nvcc_exit_code(result.returncode, step=failed, plan=plan, threaded=threaded)
             result = replace(result, returncode=code)
         _remove_partial_outputs(dag, result.records, cwd=cwd)
+        if result.failed_task is not None:
+            failed = dag.tasks[result.failed_task]
+            # Under -t nvcc runs every source's compile at once, and a failure ends the others
+            # before they are done (nvcc -t0 -c kernel.cu syntax_error.cu: no kernel.o, 18 of 18).
+            others = {t.id for t in dag.tasks if threaded and not t.before_threads
+                      and owners.get(t.step.index) != owners.get(failed.step.index)}  # fmt: skip
+            _remove_outputs_after(dag, result.records, failed, fresh, others, cwd=cwd)
         if remote is not None:
             remote.ledger.conclude()
             for task_id, outcome in remote.ledger.outcomes.items():
@@ -606,6 +618,27 @@ def _remove_partial_outputs(dag: Dag, records, *, cwd: str, interrupted: bool = 
                     os.remove(os.path.join(cwd, output))
                 except (FileNotFoundError, IsADirectoryError):
                     pass
+
+
+def _fresh_outputs(dag: Dag, cwd: str) -> set[str]:
+    """The user-visible files of the plan that do not exist yet."""
+    outputs = {output for task in dag.tasks for output in task.step.outputs}
+    return {output for output in outputs if not os.path.lexists(os.path.join(cwd, output))}
+
+
+def _remove_outputs_after(
+    dag: Dag, records, failed: Task, fresh: set[str], others: set[int], *, cwd: str
+) -> None:
+    """nvcc would not have run the steps after the one that failed, nor got to the end of
+    ``others``: what they wrote before it failed (a second source's object, done before the
+    first source's cudafe++ was) goes, unless the file was there before (then it was going to be
+    stale either way)."""
+    for task, record in zip(dag.tasks, records):
+        if (task.order > failed.order or task.id in others) and record.state is State.DONE:
+            for output in task.step.outputs:
+                if output in fresh:
+                    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                        os.remove(os.path.join(cwd, output))
 
 
 def _cleanup(plan: Plan, workdir: str) -> None:

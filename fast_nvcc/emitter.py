@@ -33,7 +33,7 @@ class Emitter:
         self.broken = False
         self.stopped = False  # a failure was forwarded: nvcc prints nothing after it
 
-    def forward(self, *, upto: tuple[int, int] | None, final: bool = False) -> None:
+    def forward(self, *, upto: tuple[int, int, int] | None, final: bool = False) -> None:
         records = self.records
         while self.cursor < len(self.order) and not self.stopped:
             task = self.order[self.cursor]

@@ -53,6 +53,15 @@ def phase_of(step: Step, plan: Plan) -> Phase:
     return Phase.DEPENDENCIES if step.writes & filtered else Phase.COMPILE
 
 
+def before_threads(plan: Plan) -> set[int]:
+    """Under -t, the indices of the steps nvcc runs before it starts its threads: the
+    dependency phase of every source.  Its threads print the plan in any order (the second
+    source's depfile after the first source's cudafe++ in some runs, before it in others), but
+    nvcc itself wrote both dependency files in 5 of 5 runs where the first source failed."""
+    filtered = {key for s in plan.steps if s.kind is Kind.DEPFILE for key in s.reads}
+    return {s.index for s in plan.steps if s.kind is Kind.DEPFILE or s.writes & filtered}
+
+
 def nvcc_exit_code(step_code: int, *, step: Step, plan: Plan, threaded: bool) -> int:
     """What nvcc exits with when ``step`` failed with ``step_code``."""
     code = EXIT_CODES[phase_of(step, plan), threaded]

@@ -83,6 +83,9 @@ class Task:
     # a slot nothing else wants and drops it once it would delay anything.  Its successors
     # hear of its end only when it did its job.
     optional: bool = False
+    # Under -t, nvcc makes every dependency file (and the preprocessing it reads) before its
+    # threads start, whatever order its threads print the plan in (exit_codes.before_threads).
+    before_threads: bool = False
 
     @property
     def label(self) -> str:
@@ -97,10 +100,10 @@ class Task:
         return self.step.label
 
     @property
-    def order(self) -> tuple[int, int]:
-        """nvcc's order: the plan index, then ours within it."""
+    def order(self) -> tuple[int, int, int]:
+        """nvcc's order: its phase, the plan index, then ours within it."""
         within = {Action.CHECK_MODULE_ID: 1, Action.HOST_BACK: 2, Action.STUB_PROBE: 3}.get(self.action, 0)
-        return (self.step.index, within)
+        return (0 if self.before_threads else 1, self.step.index, within)
 
 
 @dataclass(frozen=True, slots=True)

@@ -289,10 +289,19 @@ class _StepBuilder:
         if words.words or words.needs_shell:
             raise PlanError(f"unexpected dependency step: {line!r}")
         outputs = tuple(r.target for r in words.redirects if r.fd == 1)
-        # nvcc reads every architecture's .ii in the order it numbered them (the -gencode
-        # order), then the host's; under -t its threads print those steps in any order.
-        sources = tuple(path for *_, path in sorted(self.preprocessed, key=lambda e: e[:2]))
-        self.preprocessed = []
+        # Under -t nvcc's threads print the steps in any order: two sources' preprocessing may
+        # come before the first one's dependency step.  Each takes its own source's files (by
+        # the stem in their temp names), and reads every architecture's .ii in the order nvcc
+        # numbered them (the -gencode order), then the host's.
+        stems = [_stem(path) for *_, path in self.preprocessed]
+        if len(set(stems)) > 1:
+            named = [os.path.splitext(os.path.basename(o))[0] for o in outputs]
+            stem = next((s for s in stems if s in named), stems[0])
+            mine = [e for e, s in zip(self.preprocessed, stems) if s == stem]
+            self.preprocessed = [e for e, s in zip(self.preprocessed, stems) if s != stem]
+        else:
+            mine, self.preprocessed = self.preprocessed, []
+        sources = tuple(path for *_, path in sorted(mine, key=lambda e: e[:2]))
         return Step(
             index=index,
             text=line,
@@ -458,6 +467,15 @@ def _arch(kind: Kind, argv: Sequence[str]) -> str | None:
 
 
 _SEQUENCE = re.compile(r"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}-(\d+)_")
+
+
+_STEM = re.compile(r"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}-\d+_(.*?)\.(?:compute_[^.]+\.)?cpp[0-9]\.ii$")
+
+
+def _stem(path: str) -> str:
+    """The source's stem in a preprocessed temp file's name (``..-8_k.compute_80.cpp1.ii``: k)."""
+    match = _STEM.search(os.path.basename(path))
+    return match.group(1) if match else ""
 
 
 def _sequence(path: str) -> int:

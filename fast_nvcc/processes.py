@@ -149,7 +149,7 @@ class Processes:
         """Kill the running optional task ``task_id`` (every one when None)."""
         self._kill(lambda run: run.task.optional and not run.killed and task_id in (None, run.task.id))
 
-    def kill_after(self, order: tuple[int, int] | None) -> None:
+    def kill_after(self, order: tuple[int, int, int] | None) -> None:
         """Kill running tasks that come after ``order`` in nvcc's order (all when None)."""
         self._kill(lambda run: order is None or run.task.order > order)
 

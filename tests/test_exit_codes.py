@@ -8,9 +8,12 @@ failure the case means to cause from turning into another one.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fast_nvcc import exit_codes
+from fast_nvcc.graph import build_dag
 from helpers import Comparison, assert_same, cases, compare, remove_files, run_tool
 from plans import load_plan
 
@@ -26,6 +29,9 @@ FAILURES = {
     "host-error": (["-c", "host_error.cu", "-arch=sm_80"], 1, 255),
     # the second of two sources fails; and a source of a link
     "second-source": (["-c", "kernel.cu", "syntax_error.cu", "-Iinclude", "-arch=sm_80"], 2, 255),
+    # the first of two fails: without -t nvcc never gets to the second; with -t it writes both
+    # dependency files before its threads start, and no object
+    "first-source-MD": (["-c", "syntax_error.cu", "kernel.cu", "-Iinclude", "-arch=sm_80", "-MD"], 2, 255),
     "source-of-link": (["syntax_error.cu", "main.cu", "-arch=sm_80", "-o", "app"], 2, 255),
     "split-compile": (["-c", "syntax_error.cu", "-arch=sm_80", "--split-compile", "2"], 2, 255),
     # ptxas and nvlink exit 255 themselves.
@@ -140,6 +146,20 @@ def test_phase_of_steps(plan, dependency_steps):
     parsed = load_plan(plan)
     found = {s.index for s in parsed.steps if exit_codes.phase_of(s, parsed) is exit_codes.Phase.DEPENDENCIES}
     assert found == dependency_steps
+
+
+def test_under_threads_every_dependency_step_comes_before_the_compile_phase():
+    """However nvcc's threads printed the plan (two sources: per source in some dryruns), the
+    dependency phase of both sources is nvcc's first: its tasks order before any compile step."""
+    parsed = load_plan("two_sources_mmd")
+    first = exit_codes.before_threads(parsed)
+    assert first == {0, 1, 2, 9, 10, 11}
+    dag = build_dag(parsed)
+    tasks = [replace(t, before_threads=t.step.index in first) for t in dag.tasks]
+    ordered = [t.step.index for t in sorted(tasks, key=lambda t: t.order)]
+    assert ordered[:6] == [0, 1, 2, 9, 10, 11]
+    assert ordered[6:] == sorted(ordered[6:])
+    assert [t.step.index for t in sorted(dag.tasks, key=lambda t: t.order)] == sorted(t.step.index for t in dag.tasks)
 
 
 @pytest.mark.parametrize(("threaded", "phase", "code"), [

@@ -96,6 +96,23 @@ def test_depfile_reads_in_nvccs_order_whatever_order_its_threads_printed(printed
     assert names == ["compute_75.cpp1.ii", "compute_80.cpp1.ii", "compute_90.cpp1.ii", "cpp4.ii"]
 
 
+def test_two_sources_each_get_their_own_depfile_whatever_order_threads_printed():
+    """Under -t both sources' preprocessing may be printed before the first dependency step."""
+    header, body = load("two_sources_mmd")
+    lines = body.splitlines()
+    first_filter = next(i for i, line in enumerate(lines) if line.startswith("#$ -- Filter"))
+    second_pp = [i for i, line in enumerate(lines) if " -E " in line and "main" in line]
+    moved = [lines[i] for i in second_pp]
+    rest = [line for i, line in enumerate(lines) if i not in second_pp]
+    rest[first_filter:first_filter] = moved
+    plan = parse_plan("\n".join(rest) + "\n", env={}, cwd=header["cwd"])
+    depfiles = [s for s in plan.steps if s.kind is Kind.DEPFILE]
+    assert [d.outputs for d in depfiles] == [("kernel.d",), ("main.d",)]
+    assert len(depfiles[0].sources) == len(depfiles[1].sources) == 2
+    assert all("_kernel." in p for p in depfiles[0].sources)
+    assert all("_main." in p for p in depfiles[1].sources)
+
+
 def test_two_sources_each_get_their_own_depfile():
     plan = load_plan("two_sources_mmd")
     depfiles = [s for s in plan.steps if s.kind is Kind.DEPFILE]
