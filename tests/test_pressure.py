@@ -123,12 +123,15 @@ log = log_record(nvcc="nvcc", args=[], cwd="/", sources=[], outputs=[], exit_cod
                  mode="graph", report=report)
 print(json.dumps({"returncode": result.returncode, "leftovers": sorted(os.listdir(pool)),
                   "summary": format_summary(report), "log": log,
-                  "records": [[r.state.value, r.returncode, r.start, r.end, r.memory_stopped, r.oom_rerun, r.memory_evicted]
+                  "records": [{"state": r.state.value, "returncode": r.returncode, "start": r.start, "end": r.end,
+                               "stopped": r.memory_stopped, "rerun": r.oom_rerun, "evicted": r.memory_evicted}
                               for r in result.records]}))
 """
 
 
-def _run_in_cgroup(group, tmp_path: Path, sizes: list[int]) -> dict:
+def _run_in_cgroup(memory_cgroup, tmp_path: Path, sizes: list[int]) -> dict:
+    """Run steps growing to ``sizes`` in 384 MiB: every one must finish, none taken by the kernel."""
+    group = memory_cgroup(384 * MIB)
     (tmp_path / "grow.py").write_text(GROW)
     (tmp_path / "runner.py").write_text(RUNNER)
     pool = tmp_path / "pool"
@@ -137,28 +140,28 @@ def _run_in_cgroup(group, tmp_path: Path, sizes: list[int]) -> dict:
     proc = subprocess.run(group.wrap(argv), capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    out = json.loads(proc.stdout)
+    assert group.oom_kills() == 0
+    assert out["returncode"] == 0
+    assert [(r["state"], r["returncode"]) for r in out["records"]] == [("done", 0)] * len(sizes)
+    assert not [n for n in out["leftovers"] if n.startswith(("c-", "p-", "w-"))]  # no claim or stop marker is left
+    return out
 
 
 def test_growing_steps_are_stopped_and_continued_rather_than_killed(memory_cgroup, tmp_path):
     """Three of 100 MiB: together they do not fit in 384 MiB beside the runner, and stopping the
     younger ones is enough for the oldest to finish."""
-    group = memory_cgroup(384 * MIB)
-    out = _run_in_cgroup(group, tmp_path, [100, 100, 100])
-    assert group.oom_kills() == 0
-    assert out["returncode"] == 0
+    out = _run_in_cgroup(memory_cgroup, tmp_path, [100, 100, 100])
     records = out["records"]
-    assert [r[:2] for r in records] == [["done", 0]] * 3
-    assert not any(r[5] or r[6] for r in records)  # none killed and run again
-    starts = [r[2] for r in records]
+    assert not any(r["rerun"] or r["evicted"] for r in records)  # none killed and run again
+    starts = [r["start"] for r in records]
     assert max(starts) - min(starts) < 0.5  # the budget let all three start together
-    stopped = [r[4] for r in records]
+    stopped = [r["stopped"] for r in records]
     assert stopped[0] == 0 and any(s > 0 for s in stopped)  # the oldest went on; a younger one waited
     # --summary and FAST_NVCC_LOG say so
     assert f"stopped while memory ran short: {sum(stopped):.2f} s in all ({sum(s > 0 for s in stopped)} commands)" in out["summary"]
     assert out["log"]["memory_stopped_seconds"] == pytest.approx(sum(stopped), abs=1e-5)
     assert [s.get("memory_stopped", 0.0) for s in out["log"]["steps"]] == pytest.approx(stopped, abs=1e-5)
-    assert not [n for n in out["leftovers"] if n.startswith(("c-", "p-", "w-"))]  # no claim or stop marker is left
 
 
 def test_a_stopped_step_is_killed_to_make_room_for_the_oldest_and_runs_after_it(memory_cgroup, tmp_path):
@@ -166,15 +169,8 @@ def test_a_stopped_step_is_killed_to_make_room_for_the_oldest_and_runs_after_it(
     it still does not fit beside them.  Rather than let the kernel kill the biggest (the oldest,
     with the most work done), the youngest stopped steps are killed, and they run again once the
     oldest has ended."""
-    group = memory_cgroup(384 * MIB)
-    out = _run_in_cgroup(group, tmp_path, [220, 120, 120])
-    assert group.oom_kills() == 0
-    assert out["returncode"] == 0
-    records = out["records"]
-    assert [r[:2] for r in records] == [["done", 0]] * 3
-    oldest, *younger = records
-    assert not oldest[5] and not oldest[6] and oldest[4] == 0  # never stopped, never killed
-    evicted = [r for r in younger if r[6]]
-    assert evicted and all(r[5] for r in evicted)  # killed by us, and run again
-    assert all(r[2] >= oldest[3] for r in evicted)  # ... after the oldest ended
-    assert not [n for n in out["leftovers"] if n.startswith(("c-", "p-", "w-"))]
+    oldest, *younger = _run_in_cgroup(memory_cgroup, tmp_path, [220, 120, 120])["records"]
+    assert not oldest["rerun"] and not oldest["evicted"] and oldest["stopped"] == 0  # never stopped or killed
+    evicted = [r for r in younger if r["evicted"]]
+    assert evicted and all(r["rerun"] for r in evicted)  # killed by us, and run again
+    assert all(r["start"] >= oldest["end"] for r in evicted)  # ... after the oldest ended
