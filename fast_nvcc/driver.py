@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -24,13 +23,12 @@ from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
 from .leftovers import make_workdir, remove_dead
 from .memory import budget_from_environment
-from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun
+from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun, temp_name
 from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
 from .slots import pool_directory, slots_from_environment
 from .toolchain import find_nvcc
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_TEMP_REST = re.compile(r"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}-\d+_(.*)")
 _FREE = Cost(0.0, 0)
 
 
@@ -325,8 +323,8 @@ def _source_of_steps(plan: Plan, sources: Sequence[str]) -> dict[int, str]:
     for step in plan.steps:
         owner = default
         for key in sorted(step.reads | step.writes):
-            rest = _TEMP_REST.match(key)
-            match = rest and next((s for stem, s in stems if rest.group(1).startswith(stem)), None)
+            parts = temp_name(key)
+            match = parts and next((s for stem, s in stems if parts[1].startswith(stem)), None)
             if match:
                 owner = match
                 break
@@ -613,11 +611,7 @@ def _remove_partial_outputs(dag: Dag, records, *, cwd: str, interrupted: bool = 
     for task, record in zip(dag.tasks, records):
         killed = record.state is State.KILLED
         if killed or (interrupted and record.start is not None and record.end is None):
-            for output in task.step.outputs:
-                try:
-                    os.remove(os.path.join(cwd, output))
-                except (FileNotFoundError, IsADirectoryError):
-                    pass
+            _remove(cwd, task.step.outputs)
 
 
 def _fresh_outputs(dag: Dag, cwd: str) -> set[str]:
@@ -635,10 +629,13 @@ def _remove_outputs_after(
     stale either way)."""
     for task, record in zip(dag.tasks, records):
         if (task.order > failed.order or task.id in others) and record.state is State.DONE:
-            for output in task.step.outputs:
-                if output in fresh:
-                    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-                        os.remove(os.path.join(cwd, output))
+            _remove(cwd, [output for output in task.step.outputs if output in fresh])
+
+
+def _remove(cwd: str, outputs: Sequence[str]) -> None:
+    for output in outputs:
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            os.remove(os.path.join(cwd, output))
 
 
 def _cleanup(plan: Plan, workdir: str) -> None:

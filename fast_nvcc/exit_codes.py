@@ -47,10 +47,7 @@ def uses_threads(threads: str | None) -> bool:
 
 
 def phase_of(step: Step, plan: Plan) -> Phase:
-    if step.kind is Kind.DEPFILE:
-        return Phase.DEPENDENCIES
-    filtered = {key for s in plan.steps if s.kind is Kind.DEPFILE for key in s.reads}
-    return Phase.DEPENDENCIES if step.writes & filtered else Phase.COMPILE
+    return Phase.DEPENDENCIES if _in_dependency_phase(step, _filtered(plan)) else Phase.COMPILE
 
 
 def before_threads(plan: Plan) -> set[int]:
@@ -58,8 +55,17 @@ def before_threads(plan: Plan) -> set[int]:
     dependency phase of every source.  Its threads print the plan in any order (the second
     source's depfile after the first source's cudafe++ in some runs, before it in others), but
     nvcc itself wrote both dependency files in 5 of 5 runs where the first source failed."""
-    filtered = {key for s in plan.steps if s.kind is Kind.DEPFILE for key in s.reads}
-    return {s.index for s in plan.steps if s.kind is Kind.DEPFILE or s.writes & filtered}
+    filtered = _filtered(plan)
+    return {s.index for s in plan.steps if _in_dependency_phase(s, filtered)}
+
+
+def _filtered(plan: Plan) -> set[str]:
+    """The files the plan's dependency steps read."""
+    return {key for s in plan.steps if s.kind is Kind.DEPFILE for key in s.reads}
+
+
+def _in_dependency_phase(step: Step, filtered: set[str]) -> bool:
+    return step.kind is Kind.DEPFILE or bool(step.writes & filtered)
 
 
 def nvcc_exit_code(step_code: int, *, step: Step, plan: Plan, threaded: bool) -> int:

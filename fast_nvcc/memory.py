@@ -367,7 +367,7 @@ class MemoryBudget:
         after = self._after.get(task_id)
         if after is None:
             return False
-        if any(n.startswith(f"c-{after}-") and is_live(os.path.join(self.directory, n)) for n in _names(self.directory)):
+        if any(claim_key(n) == after and is_live(os.path.join(self.directory, n)) for n in _names(self.directory)):
             return True
         del self._after[task_id]
         return False
@@ -382,13 +382,14 @@ class MemoryBudget:
 
     def held_keys(self) -> dict[int, str]:
         """Task -> ``<pid>-<n>``, its claim's key, for each running step of ours."""
-        return {task_id: _claim_key(held.claim.path) for task_id, held in list(self._held.items())}
+        held = list(self._held.items())
+        return {task_id: key for task_id, h in held if (key := claim_key(h.claim.path)) is not None}
 
     def mark_stopped(self, task_id: int) -> None:
         with self._stopped_lock:
             held = self._held.get(task_id)
             if held is not None and task_id not in self._stopped:
-                marker = os.path.join(self.directory, f"p-{_claim_key(held.claim.path)}")
+                marker = os.path.join(self.directory, f"p-{claim_key(held.claim.path)}")
                 self._stopped[task_id] = Claim.make(marker)
 
     def unmark_stopped(self, task_id: int) -> None:
@@ -404,7 +405,10 @@ class MemoryBudget:
 
     def anything_stopped(self) -> bool:
         """Is a step of any compile under this limit stopped for memory?"""
-        return any(n.startswith("p-") and is_live(os.path.join(self.directory, n)) for n in _names(self.directory))
+        return self._stopped_among(_names(self.directory))
+
+    def _stopped_among(self, names: Sequence[str]) -> bool:
+        return any(n.startswith("p-") and is_live(os.path.join(self.directory, n)) for n in names)
 
     def close(self) -> None:
         for task_id in self.stopped():
@@ -424,7 +428,7 @@ class MemoryBudget:
             return False  # a step of ours killed for memory waits: nothing else of ours starts first
         if self._someone_ahead([n for n in names if n.startswith("w-")]):
             return False
-        if any(n.startswith("p-") and is_live(os.path.join(self.directory, n)) for n in names):
+        if self._stopped_among(names):
             return False  # memory ran short: a step is stopped until there is room (fast_nvcc.pressure)
         if not claims:
             return True  # with no claim anywhere, one step always starts: plain nvcc's way
@@ -561,9 +565,10 @@ def _parse_claim(name: str) -> tuple[int, int]:
     return int(parts[1]), int(parts[3])
 
 
-def _claim_key(path: str) -> str:
-    """``<pid>-<n>`` of a claim ``c-<pid>-<n>-<bytes>``."""
-    return "-".join(os.path.basename(path).split("-")[1:3])
+def claim_key(path: str) -> str | None:
+    """``<pid>-<n>`` of a claim ``c-<pid>-<n>-<bytes>``; None for any other file."""
+    name = os.path.basename(path)
+    return "-".join(name.split("-")[1:3]) if _parse_claim(name)[0] else None
 
 
 def _tree_rss(pids: Iterable[int]) -> dict[int, int]:

@@ -466,22 +466,27 @@ def _arch(kind: Kind, argv: Sequence[str]) -> str | None:
     return None
 
 
-_SEQUENCE = re.compile(r"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}-(\d+)_")
+_TEMP_NAME = re.compile(r"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}-(\d+)_(.*)")
+_PREPROCESSED = re.compile(r"(.*?)\.(?:compute_[^.]+\.)?cpp[0-9]\.ii")
 
 
-_STEM = re.compile(r"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}-\d+_(.*?)\.(?:compute_[^.]+\.)?cpp[0-9]\.ii$")
+def temp_name(path: str) -> tuple[int, str] | None:
+    """nvcc's number of a temp file and the rest of its name (``tmpxft_..-8_k.compute_80.cpp1.ii``:
+    8 and ``k.compute_80.cpp1.ii``); None for a file that is not one of nvcc's temp files."""
+    match = _TEMP_NAME.search(os.path.basename(path))
+    return (int(match.group(1)), match.group(2)) if match else None
 
 
 def _stem(path: str) -> str:
     """The source's stem in a preprocessed temp file's name (``..-8_k.compute_80.cpp1.ii``: k)."""
-    match = _STEM.search(os.path.basename(path))
+    parts = temp_name(path)
+    match = parts and _PREPROCESSED.fullmatch(parts[1])
     return match.group(1) if match else ""
 
 
 def _sequence(path: str) -> int:
-    """nvcc's number of a temp file (``tmpxft_..-8_k.compute_80.cpp1.ii``: 8)."""
-    match = _SEQUENCE.search(os.path.basename(path))
-    return int(match.group(1)) if match else 0
+    parts = temp_name(path)
+    return parts[0] if parts else 0
 
 
 def _module_id(kind: Kind, argv: Sequence[str]) -> tuple[str | None, bool]:

@@ -34,7 +34,7 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from .memory import MemoryBudget, read_headroom, reserve_for
+from .memory import MemoryBudget, claim_key, read_headroom, reserve_for
 from .pool_files import is_live
 
 
@@ -86,8 +86,8 @@ def survey(directory: str) -> list[Claimed]:
     stopped = {name[2:] for name in names if name.startswith("p-")}
     steps = []
     for name in names:
-        parts = name.split("-")
-        if not name.startswith("c-") or len(parts) != 4:
+        key = claim_key(name)
+        if key is None:
             continue
         path = os.path.join(directory, name)
         try:
@@ -95,7 +95,6 @@ def survey(directory: str) -> list[Claimed]:
         except OSError:
             continue
         if is_live(path):
-            key = f"{parts[1]}-{parts[2]}"
             steps.append(Claimed(key, since, key in stopped))
     return steps
 

@@ -121,6 +121,11 @@ class RunReport:
         return sum(s.memory_waited for s in self.slot_steps)
 
     @property
+    def memory_stopped_seconds(self) -> float:
+        """Seconds steps spent stopped while memory ran short, summed."""
+        return sum(s.memory_stopped for s in self.steps)
+
+    @property
     def parallelism(self) -> float:
         return self.serial_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
@@ -423,7 +428,7 @@ def format_summary(report: RunReport, *, what: str = "") -> str:
                      " by the memory budget)")  # fmt: skip
     stopped = [s for s in report.steps if s.memory_stopped > 0]
     if stopped:
-        lines.append(f"  stopped while memory ran short: {sum(s.memory_stopped for s in stopped):.2f} s in all"
+        lines.append(f"  stopped while memory ran short: {report.memory_stopped_seconds:.2f} s in all"
                      f" ({len(stopped)} commands)")  # fmt: skip
     reruns = [s.label for s in report.steps if s.oom_rerun]
     if reruns:
@@ -502,7 +507,7 @@ def log_record(
         record["first_step_wait_seconds"] = round(report.first_step_wait_seconds, 6)
         record["slot_wait_seconds"] = round(report.slot_wait_seconds, 6)
         record["memory_wait_seconds"] = round(report.memory_wait_seconds, 6)
-        record["memory_stopped_seconds"] = round(sum(s.memory_stopped for s in report.steps), 6)
+        record["memory_stopped_seconds"] = round(report.memory_stopped_seconds, 6)
         counts = report.cache_counts()
         if counts:
             record["cache"] = {
