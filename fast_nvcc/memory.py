@@ -21,6 +21,11 @@ peak fits in what the machine and this process's memory cgroup have left (docs/m
 * **Peaks** come from the driver (history's ``rss_kb`` per source, tool and arch); a step with
   no learned peak takes the last peak a peer posted for its tool and architecture
   (``memory/peak-<tool>-<arch>``, written as steps end), else the per-tool default.
+* **Corrected live** (:meth:`MemoryBudget.observe`, from :mod:`.pressure`'s thread while memory
+  is tight): a running step that holds more than its kind's posted peak posts what it holds,
+  and every claim is raised to what its step holds and, for a step on a guess, to its kind's
+  peak.  So a first build's sm_90a ciccs, admitted on the 800 MB default, tell the budget they
+  grow to 3-5 GB while they run, not only when they end.
 * **Killed anyway.** A step that the kernel kills (SIGKILL, exit 137, or a failure while the
   cgroup's ``oom_kill`` count rose) runs again once, ahead of every other waiter, when a peak
   of 1.25 times what it held at its death fits (a step that can never fit runs once nothing
@@ -227,6 +232,7 @@ class MemoryBudget:
 
     SAMPLE_EVERY = 0.1  # seconds between reads of /proc/meminfo and the cgroup's files
     SCAN_EVERY = 0.5  # seconds between reads of the running steps' RSS (only when tight)
+    RAISE_AT = 1.1  # a claim or a posted peak is raised once a step holds this much more
     GAP = 0.5  # the longest gap between two holds that counts as one memory wait
 
     def __init__(
@@ -262,9 +268,11 @@ class MemoryBudget:
         self._denied: dict[int, float] = {}  # task -> when it was last held back
         self._waited: dict[int, float] = {}  # task -> seconds held back, summed
         self._rss: dict[int, int] = {}
+        self._seen: dict[int, int] = {}  # task -> what its running step held when last observed
         self._scanned = -1.0
         self._peer_peaks = PeerPeaks(directory)
         self._serial = next(_SERIALS)  # tells this budget's waiter from another's of the process
+        self._thread_lock = threading.Lock()  # flock does not exclude our own threads
         self._lock_fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     @property
@@ -320,14 +328,19 @@ class MemoryBudget:
         return self._waited.get(task_id, 0.0)
 
     def release(self, task_id: int, *, rss_kb: int | None) -> None:
-        with self._stopped_lock:  # no stop marker may outlive its claim
+        with self._stopped_lock:  # no stop marker or observation may outlive its claim
             held = self._held.pop(task_id, None)
+            self._seen.pop(task_id, None)
         self.unmark_stopped(task_id)
         self._evicted.pop(task_id, None)
         if held is not None:
             held.claim.drop()
         if rss_kb and task_id < len(self.kinds):
-            self._peer_peaks.post(self.kinds[task_id], rss_kb * 1024)
+            # Not below what a running step of its kind holds: a small one ending must not tell
+            # the next step of the kind to expect less than a big one already holds.
+            kind = self.kinds[task_id]
+            running = [size for t, size in list(self._seen.items()) if self.kinds[t] == kind]
+            self._peer_peaks.post(kind, max([rss_kb * 1024, *running]))
 
     def out_of_memory(self, task_id: int, returncode: int, *, rss_kb: int | None) -> bool:
         """Was this failure the kernel's OOM killer, and is the step worth one more run?
@@ -351,6 +364,34 @@ class MemoryBudget:
         self._again.add(task_id)
         self._raise_peak(task_id, rss_kb)
         return True
+
+    def observe(self, holding: Mapping[int, int]) -> None:
+        """Correct the expectations by what our running steps hold now (``holding``: task ->
+        bytes, their process trees' RSS).  A step on a guess that holds more than its kind's
+        posted peak posts what it holds, so that the next step of that kind is admitted on it;
+        and each claim is raised to what its step holds and, for a step on a guess, to its
+        kind's peak, so that what the running steps will still add is counted.  Claims only
+        grow: a step that holds less now may still be on its way up."""
+        peers = self._peer_peaks.read()
+        for task_id, size in holding.items():
+            with self._stopped_lock:
+                if task_id not in self._held:
+                    continue  # ended meanwhile
+                self._seen[task_id] = size
+            kind = self.kinds[task_id]
+            guess = not self.learned[task_id]
+            if guess and size > max(peers.get(kind, 0), self.peaks[task_id]) * self.RAISE_AT:
+                self._peer_peaks.post(kind, size)
+            self._raise_claim(task_id, max(size, peers.get(kind, 0)) if guess else size)
+
+    def _raise_claim(self, task_id: int, size: int) -> None:
+        with self._stopped_lock:  # not while release() drops it
+            held = self._held.get(task_id)
+            if held is None or size <= held.bytes * self.RAISE_AT:
+                return
+            name = os.path.join(self.directory, f"c-{claim_key(held.claim.path)}-{size}")
+            with self._locked(), contextlib.suppress(FileNotFoundError):  # readers see one name
+                self._held[task_id] = _Held(held.claim.renamed(name), size)
 
     def _raise_peak(self, task_id: int, rss_kb: int | None) -> None:
         if rss_kb:  # it held this much when it died: it needs more than that
@@ -499,11 +540,12 @@ class MemoryBudget:
     def _locked(self):
         # The check and the claim are one step for the whole machine: two compiles that both
         # found room for one step must not both take it.
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        with self._thread_lock:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
 
 class PeerPeaks:
@@ -543,6 +585,7 @@ class PeerPeaks:
                         os.remove(os.path.join(self.directory, name))
             with open(path, "w"):
                 pass
+            self._peaks[(tool, arch)] = size
 
 
 _SERIALS = itertools.count(1)
@@ -571,9 +614,9 @@ def claim_key(path: str) -> str | None:
     return "-".join(name.split("-")[1:3]) if _parse_claim(name)[0] else None
 
 
-def _tree_rss(pids: Iterable[int]) -> dict[int, int]:
-    """Per pid: the RSS of its descendants (its steps and theirs), in bytes; one pass over the
-    process table."""
+def _tree_rss(pids: Iterable[int], *, itself: bool = False) -> dict[int, int]:
+    """Per pid: the RSS of its descendants (a compile's: its steps and theirs), and its own
+    where ``itself`` (a step's), in bytes; one pass over the process table."""
     import psutil
 
     wanted = set(pids)
@@ -588,13 +631,20 @@ def _tree_rss(pids: Iterable[int]) -> dict[int, int]:
         rss[proc.pid] = memory.rss if memory is not None else 0
     result = {}
     for pid in wanted:
-        total, stack = 0, list(children.get(pid, ()))
+        total, stack = rss.get(pid, 0) if itself else 0, list(children.get(pid, ()))
         while stack:
             child = stack.pop()
             total += rss.get(child, 0)
             stack.extend(children.get(child, ()))
         result[pid] = total
     return result
+
+
+def steps_rss(pids: Mapping[int, int]) -> dict[int, int]:
+    """Task -> what its running step holds (the RSS of its process and their descendants),
+    for ``pids``: task -> its step's pid."""
+    rss = _tree_rss(pids.values(), itself=True)
+    return {task_id: rss[pid] for task_id, pid in pids.items() if rss.get(pid)}
 
 
 def _read(directory: str, name: str) -> str:

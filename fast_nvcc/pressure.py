@@ -19,6 +19,10 @@ past a 31.5 GiB cgroup and the kernel killed two of them, their work lost (16 co
   (tests/test_pressure.py) lost the 220 MiB one to the OOM killer without this.
 * **Continue.**  The oldest stopped step of the machine goes on (SIGCONT) once twice the
   low-water mark is free again, or when nothing else runs: one a tick, oldest first.
+* **Tell the budget.**  While less than half the limit is free, every ``OBSERVE_EVERY`` the
+  guard reads what this compile's steps hold and the budget raises their claims and their
+  kinds' peaks (:meth:`.MemoryBudget.observe`), so that fewer steps are admitted on guesses
+  that the running ones have already outgrown.
 
 Which steps run and which are stopped, and since when, is in the budget's directory, shared
 by every compile under the same limit: the claims ``c-<pid>-<n>-<bytes>`` (their age is the
@@ -31,10 +35,11 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Callable, Collection, Sequence
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from .memory import MemoryBudget, claim_key, read_headroom, reserve_for
+from .memory import MemoryBudget, claim_key, read_headroom, reserve_for, steps_rss
 from .pool_files import is_live
 
 
@@ -102,9 +107,11 @@ def survey(directory: str) -> list[Claimed]:
 class PressureGuard:
     """One compile's guard: a thread that ticks while the run lasts.  ``signal_step(task_id,
     signum)`` sends a signal to a running step's process group (False if it no longer runs);
-    ``on_change(what, task_id)`` hears of each stop and continue."""
+    ``on_change(what, task_id)`` hears of each stop and continue; ``step_pids()`` gives each
+    running step's pid (task -> pid), for what they hold."""
 
     TICK = 0.1  # seconds
+    OBSERVE_EVERY = 0.5  # seconds between reads of our steps' RSS, while memory is tight
 
     def __init__(
         self,
@@ -112,11 +119,14 @@ class PressureGuard:
         *,
         signal_step: Callable[[int, int], bool],
         on_change: Callable[[str, int], None] | None = None,
+        step_pids: Callable[[], Mapping[int, int]] | None = None,
     ) -> None:
         self.budget = budget
         self.signal_step = signal_step
         self.on_change = on_change
+        self.step_pids = step_pids
         self._before: int | None = None
+        self._observed = -1.0
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="fast_nvcc-pressure", daemon=True)
 
@@ -141,6 +151,7 @@ class PressureGuard:
         mine = self.budget.held_keys()  # task -> key
         if not mine:
             return
+        self._observe(headroom.free < headroom.limit // 2)
         low = low_water(headroom.limit)
         if headroom.free >= 2 * low and not self.budget.anything_stopped():
             return  # the usual case: nothing to look at
@@ -162,6 +173,12 @@ class PressureGuard:
             self.signal_step(task_id, signal.SIGKILL)
         else:
             self._continue(task_id)
+
+    def _observe(self, tight: bool) -> None:
+        now = time.monotonic()
+        if tight and self.step_pids is not None and now - self._observed >= self.OBSERVE_EVERY:
+            self._observed = now
+            self.budget.observe(steps_rss(self.step_pids()))
 
     def _continue(self, task_id: int) -> None:
         self.signal_step(task_id, signal.SIGCONT)

@@ -164,6 +164,12 @@ class Processes:
                         victims.append(run.proc.pid)
         kill_trees(victims)
 
+    def step_pids(self) -> dict[int, int]:
+        """Task -> the pid of its live command (the leader of its process group)."""
+        with self._lock:
+            return {task_id: run.proc.pid for task_id, run in self._running.items()
+                    if run.proc is not None and run.proc.returncode is None and not run.killed}  # fmt: skip
+
     def signal_step(self, task_id: int, signum: int) -> bool:
         """Send ``signum`` to a running task's process group (fast_nvcc.pressure stops and
         continues steps); False when it has no live command now."""

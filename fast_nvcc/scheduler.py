@@ -417,7 +417,8 @@ class Runner:
             if what == "evict":
                 self.records[task_id].memory_evicted = True
 
-        return PressureGuard(self.memory, signal_step=self.processes.signal_step, on_change=on_change).start()
+        return PressureGuard(self.memory, signal_step=self.processes.signal_step, on_change=on_change,
+                             step_pids=self.processes.step_pids).start()  # fmt: skip
 
     def _killed_for_memory(self, task: Task, returncode: int) -> bool:
         """Was ``task`` (on its own thread, ending) killed by the kernel for memory, and does it

@@ -336,3 +336,31 @@ def test_page_cache_of_files_is_not_usage_but_shared_memory_is(tmp_path, version
         (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 2\noom_kill 2\n")
     level = read_level(Cgroup(version, str(tmp_path)))
     assert level == Level(str(tmp_path), 8 * gib, 3 * gib, 2)
+
+
+def test_what_running_steps_hold_raises_their_claims_and_their_kinds_peak(tmp_path):
+    """Live correction: a step on a guess that holds more than its kind's peak posts it, and its
+    claim grows to it; a learned step's claim grows to what it holds; claims never shrink; and a
+    small step of the kind that ends does not lower the peak below what a running one holds."""
+    mine = MemoryBudget(str(tmp_path), peaks=[800 * MIB, 800 * MIB, 50 * MIB, 800 * MIB],
+                        kinds=[("cicc", "compute_90a")] * 3 + [("cicc", "compute_80")],
+                        learned=[False, False, False, True], cgroups=[])  # fmt: skip
+    for task_id in range(4):
+        assert mine.reserve(task_id, now=0.0)
+
+    def claims():
+        return sorted(int(n.split("-")[3]) // MIB for n in os.listdir(tmp_path) if n.startswith("c-"))
+
+    assert claims() == [50, 800, 800, 800]
+    mine.observe({0: 3000 * MIB, 1: 500 * MIB, 2: 40 * MIB, 3: 1000 * MIB})
+    # 0 posts 3000 MiB for compute_90a; 1 and 2, on guesses, claim that too; 3 what it holds.
+    assert claims() == [1000, 3000, 3000, 3000]
+    other = MemoryBudget(str(tmp_path), peaks=[800 * MIB], kinds=[("cicc", "compute_90a")], learned=[False], cgroups=[])
+    assert other.need(0) == 3000 * MIB
+    mine.observe({0: 2000 * MIB, 3: 900 * MIB})  # less now: the claims stay
+    assert claims() == [1000, 3000, 3000, 3000]
+    mine.release(2, rss_kb=45 * 1024)  # a small one ends while 0 holds 2000 MiB
+    assert [n for n in os.listdir(tmp_path) if n.startswith("peak-cicc~compute_90a~")] == [
+        f"peak-cicc~compute_90a~{2000 * MIB}"]
+    other.close()
+    mine.close()

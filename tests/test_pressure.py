@@ -97,8 +97,11 @@ def test_an_evicted_step_runs_again_once_the_step_it_made_room_for_has_ended(tmp
 
 # Steps that grow 2 MiB every 20 ms to the MiB given, in 384 MiB with this runner's Python; the
 # budget lets all three start (each claims 1 MiB, as a first build's guess can be far too low).
+# Optionally it then touches a file and holds what it has for some seconds.
 GROW = ("import sys, time\nb = []\nfor _ in range(int(sys.argv[1]) // 2):\n"
-        "    b.append(bytearray(b'x') * (2 << 20)); time.sleep(0.02)\ntime.sleep(0.2)\n")
+        "    b.append(bytearray(b'x') * (2 << 20)); time.sleep(0.02)\n"
+        "if len(sys.argv) > 3:\n    open(sys.argv[3], 'w').close()\n"
+        "time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0.2)\n")
 RUNNER = """
 import io, json, os, sys
 from fast_nvcc.graph import Action, Dag, Task
@@ -107,14 +110,16 @@ from fast_nvcc.plan import Kind, Step
 from fast_nvcc.reports import build_report, format_summary, log_record
 from fast_nvcc.scheduler import Internal, Runner
 
-pool, grow, sizes = sys.argv[1], sys.argv[2], sys.argv[3:]
+# Each step: [argv, the steps it needs, whether its 1 MiB peak is learned (else a guess)].
+pool, spec = sys.argv[1], json.loads(sys.argv[2])
 tasks = []
-for i, size in enumerate(sizes):
-    step = Step(index=i, text="grow", kind=Kind.OTHER, tool="grow", argv=(sys.executable, grow, size))
+for i, (argv, _, _) in enumerate(spec):
+    step = Step(index=i, text="grow", kind=Kind.OTHER, tool="grow", argv=tuple(argv))
     tasks.append(Task(i, step, Action.EXEC, argv=step.argv))
-dag = Dag(tuple(tasks), tuple(frozenset() for _ in tasks))
-memory = MemoryBudget(pool, peaks=[1 << 20] * 3, kinds=[("grow", "")] * 3, learned=[True] * 3)
-runner = Runner(dag, env=os.environ, cwd=pool, workdir=pool, jobs=3, priorities=[3.0, 2.0, 1.0],
+dag = Dag(tuple(tasks), tuple(frozenset(needs) for _, needs, _ in spec))
+memory = MemoryBudget(pool, peaks=[1 << 20] * len(spec), kinds=[("grow", "")] * len(spec),
+                      learned=[learned for _, _, learned in spec])
+runner = Runner(dag, env=os.environ, cwd=pool, workdir=pool, jobs=3, priorities=[3.0, 2.0, 1.0][:len(spec)],
                 internal=Internal(), stdout=io.BytesIO(), stderr=io.BytesIO(), memory=memory)
 result = runner.run()
 memory.close()
@@ -124,26 +129,29 @@ log = log_record(nvcc="nvcc", args=[], cwd="/", sources=[], outputs=[], exit_cod
 print(json.dumps({"returncode": result.returncode, "leftovers": sorted(os.listdir(pool)),
                   "summary": format_summary(report), "log": log,
                   "records": [{"state": r.state.value, "returncode": r.returncode, "start": r.start, "end": r.end,
-                               "stopped": r.memory_stopped, "rerun": r.oom_rerun, "evicted": r.memory_evicted}
+                               "stopped": r.memory_stopped, "rerun": r.oom_rerun, "evicted": r.memory_evicted,
+                               "waited": r.memory_wait}
                               for r in result.records]}))
 """
 
 
-def _run_in_cgroup(memory_cgroup, tmp_path: Path, sizes: list[int]) -> dict:
-    """Run steps growing to ``sizes`` in 384 MiB: every one must finish, none taken by the kernel."""
+def _run_in_cgroup(memory_cgroup, tmp_path: Path, sizes: list[int], spec=None) -> dict:
+    """Run steps growing to ``sizes`` in 384 MiB, all ready at once with learned 1 MiB peaks, or
+    the steps of ``spec`` (see RUNNER): every one must finish, none taken by the kernel."""
     group = memory_cgroup(384 * MIB)
     (tmp_path / "grow.py").write_text(GROW)
     (tmp_path / "runner.py").write_text(RUNNER)
     pool = tmp_path / "pool"
     pool.mkdir()
-    argv = [sys.executable, str(tmp_path / "runner.py"), str(pool), str(tmp_path / "grow.py"), *map(str, sizes)]
+    spec = spec or [[[sys.executable, str(tmp_path / "grow.py"), str(size)], [], True] for size in sizes]
+    argv = [sys.executable, str(tmp_path / "runner.py"), str(pool), json.dumps(spec)]
     proc = subprocess.run(group.wrap(argv), capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert group.oom_kills() == 0
     assert out["returncode"] == 0
-    assert [(r["state"], r["returncode"]) for r in out["records"]] == [("done", 0)] * len(sizes)
+    assert [(r["state"], r["returncode"]) for r in out["records"]] == [("done", 0)] * len(spec)
     assert not [n for n in out["leftovers"] if n.startswith(("c-", "p-", "w-"))]  # no claim or stop marker is left
     return out
 
@@ -174,3 +182,20 @@ def test_a_stopped_step_is_killed_to_make_room_for_the_oldest_and_runs_after_it(
     evicted = [r for r in younger if r["evicted"]]
     assert evicted and all(r["rerun"] for r in evicted)  # killed by us, and run again
     assert all(r["start"] >= oldest["end"] for r in evicted)  # ... after the oldest ended
+
+
+def test_a_running_step_tells_the_budget_what_it_grows_to(memory_cgroup, tmp_path):
+    """Two steps on a 1 MiB guess, each growing to 250 MiB: the second becomes ready only once
+    the first holds its 250 MiB.  Read live, that is posted as the kind's peak and claimed, so
+    the second waits for the first to end: nothing is stopped or killed.  On the guess alone it
+    would start, and the two would not fit in 384 MiB."""
+    grown = tmp_path / "grown"
+    wait = f"import os, time\nwhile not os.path.exists({str(grown)!r}): time.sleep(0.02)\ntime.sleep(1.0)\n"
+    grow = str(tmp_path / "grow.py")
+    spec = [[[sys.executable, grow, "250", "2.0", str(grown)], [], False],
+            [[sys.executable, "-c", wait], [], True],
+            [[sys.executable, grow, "250"], [1], False]]  # fmt: skip
+    out = _run_in_cgroup(memory_cgroup, tmp_path, [], spec)
+    first, _, second = out["records"]
+    assert not any(r["stopped"] or r["evicted"] or r["rerun"] for r in (first, second))
+    assert second["waited"] > 0.5 and second["start"] >= first["end"]
