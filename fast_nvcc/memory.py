@@ -20,7 +20,8 @@ peak fits in what the machine and this process's memory cgroup have left (docs/m
   at a time is how plain nvcc runs, and a budget must not do worse.
 * **Peaks** come from the driver (history's ``rss_kb`` per source, tool and arch); a step with
   no learned peak takes the last peak a peer posted for its tool and architecture
-  (``memory/peak-<tool>-<arch>``, written as steps end), else the per-tool default.
+  (``memory/peak-<tool>~<arch>~<bytes>``, written as steps end), else, until a step of its
+  kind has ended, ``GUESS_MARGIN`` times the per-tool default.
 * **Corrected live** (:meth:`MemoryBudget.observe`, from :mod:`.pressure`'s thread while memory
   is tight): a running step that holds more than its kind's posted peak posts what it holds,
   and every claim is raised to what its step holds and, for a step on a guess, to its kind's
@@ -233,6 +234,10 @@ class MemoryBudget:
     SAMPLE_EVERY = 0.1  # seconds between reads of /proc/meminfo and the cgroup's files
     SCAN_EVERY = 0.5  # seconds between reads of the running steps' RSS (only when tight)
     RAISE_AT = 1.1  # a claim or a posted peak is raised once a step holds this much more
+    # A kind no step has ended yet is expected at this many times its per-tool guess: CUTLASS's
+    # sm_90a ciccs reach 3-5 GB against the 800 MB default, and sixteen of them admitted on it
+    # together grew past 31.5 GiB and were stopped for 27 s each (16 cores, 2026-11-25).
+    GUESS_MARGIN = 4
     GAP = 0.5  # the longest gap between two holds that counts as one memory wait
 
     def __init__(
@@ -286,12 +291,18 @@ class MemoryBudget:
                 f" claims in {self.directory}")  # fmt: skip
 
     def need(self, task_id: int) -> int:
+        """The peak ``task_id`` is expected to reach: learned; else its peers' (the last one of
+        its kind that ended, or more if a running one holds more); else, while no step of its
+        kind has ended, ``GUESS_MARGIN`` times the guess (up to a quarter of the limit: in a
+        small cgroup the guess alone is near it already), or more if a running one holds more."""
         peak = self.peaks[task_id]
-        if not self.learned[task_id]:
-            peer = self._peer_peaks.read().get(self.kinds[task_id])
-            if peer:
-                peak = peer
-        return peak
+        if self.learned[task_id]:
+            return peak
+        kind = self.kinds[task_id]
+        peer = self._peer_peaks.read().get(kind, 0)
+        if self._peer_peaks.ended(kind):
+            return peer
+        return max(peer, peak, min(peak * self.GUESS_MARGIN, self._headroom.limit // 4))
 
     def reserve(self, task_id: int, *, now: float) -> bool:
         """May ``task_id`` start now?  If so its peak is claimed until :meth:`release`."""
@@ -372,17 +383,16 @@ class MemoryBudget:
         and each claim is raised to what its step holds and, for a step on a guess, to its
         kind's peak, so that what the running steps will still add is counted.  Claims only
         grow: a step that holds less now may still be on its way up."""
-        peers = self._peer_peaks.read()
         for task_id, size in holding.items():
             with self._stopped_lock:
                 if task_id not in self._held:
                     continue  # ended meanwhile
                 self._seen[task_id] = size
-            kind = self.kinds[task_id]
+            kind, peers = self.kinds[task_id], self._peer_peaks.read()
             guess = not self.learned[task_id]
             if guess and size > max(peers.get(kind, 0), self.peaks[task_id]) * self.RAISE_AT:
-                self._peer_peaks.post(kind, size)
-            self._raise_claim(task_id, max(size, peers.get(kind, 0)) if guess else size)
+                self._peer_peaks.post(kind, size, live=True)
+            self._raise_claim(task_id, max(size, self._peer_peaks.read().get(kind, 0)) if guess else size)
 
     def _raise_claim(self, task_id: int, size: int) -> None:
         with self._stopped_lock:  # not while release() drops it
@@ -549,43 +559,61 @@ class MemoryBudget:
 
 
 class PeerPeaks:
-    """The last peak each tool and architecture reached on the machine, for compiles that have
-    none learned: one file a kind, ``peak-<tool>~<arch>~<bytes>``, replaced as steps end (six
-    compiles of a first build learn from the first one's cudafe++)."""
+    """What each tool and architecture reached on the machine, for compiles that have none
+    learned, one file a kind each: ``peak-<tool>~<arch>~<bytes>``, the last peak of a step that
+    ended (six compiles of a first build learn from the first one's cudafe++), and
+    ``live-<tool>~<arch>~<bytes>``, the most a running step of the kind holds (posted by
+    :meth:`MemoryBudget.observe`, removed when a step of the kind ends)."""
 
     READ_EVERY = 1.0  # seconds
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
-        self._peaks: dict[tuple[str, str], int] = {}
+        self._files: dict[str, dict[tuple[str, str], int]] = {"peak": {}, "live": {}}
         self._read = -1.0
 
     def read(self) -> dict[tuple[str, str], int]:
-        now = time.monotonic()
-        if now - self._read >= self.READ_EVERY:
-            self._read = now
-            peaks = {}
-            for name in _names(self.directory):
-                if name.startswith("peak-"):
-                    tool, _, rest = name[len("peak-") :].partition("~")
-                    arch, _, size = rest.rpartition("~")
-                    if size.isdigit():
-                        peaks[(tool, arch)] = int(size)
-            self._peaks = peaks
-        return self._peaks
+        """Kind -> the larger of its last ended peak and what a running step holds."""
+        self._refresh()
+        ended, live = self._files["peak"], self._files["live"]
+        return {kind: max(ended.get(kind, 0), live.get(kind, 0)) for kind in {*ended, *live}}
 
-    def post(self, kind: tuple[str, str], size: int) -> None:
+    def ended(self, kind: tuple[str, str]) -> bool:
+        """Has a step of ``kind`` ended, so that its peak is known?"""
+        self._refresh()
+        return kind in self._files["peak"]
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._read < self.READ_EVERY:
+            return
+        self._read = now
+        files: dict[str, dict[tuple[str, str], int]] = {"peak": {}, "live": {}}
+        for name in _names(self.directory):
+            what, _, rest = name.partition("-")
+            tool, _, rest = rest.partition("~")
+            arch, _, size = rest.rpartition("~")
+            if what in files and size.isdigit():
+                files[what][(tool, arch)] = int(size)
+        self._files = files
+
+    def post(self, kind: tuple[str, str], size: int, *, live: bool = False) -> None:
+        """A step of ``kind`` ended at ``size`` bytes (its kind's live file goes: the steps still
+        running post again), or, ``live``, a running one holds that much."""
         tool, arch = (re.sub(r"[^\w.+-]", "_", part) for part in kind)
-        prefix = f"peak-{tool}~{arch}~"
-        path = os.path.join(self.directory, f"{prefix}{size}")
+        what = "live" if live else "peak"
+        stale = (f"{what}-{tool}~{arch}~", *(() if live else (f"live-{tool}~{arch}~",)))
+        path = os.path.join(self.directory, f"{what}-{tool}~{arch}~{size}")
         with contextlib.suppress(OSError):
             for name in _names(self.directory):
-                if name.startswith(prefix) and name != os.path.basename(path):
+                if name.startswith(stale) and name != os.path.basename(path):
                     with contextlib.suppress(FileNotFoundError):
                         os.remove(os.path.join(self.directory, name))
             with open(path, "w"):
                 pass
-            self._peaks[(tool, arch)] = size
+            self._files[what][(tool, arch)] = size
+            if not live:
+                self._files["live"].pop((tool, arch), None)
 
 
 _SERIALS = itertools.count(1)
