@@ -76,7 +76,10 @@ def main() -> int:
                                            work / f"fast-{text}", options.compiles, expected, env=env)  # fmt: skip
             records = read_log(log) if log.exists() else []
             row["fast_nvcc"]["memory_wait_seconds"] = round(sum(r.get("memory_wait_seconds", 0.0) for r in records), 2)
-            row["fast_nvcc"]["oom_reruns"] = sum(1 for r in records for s in r.get("steps", ()) if s.get("oom_rerun"))
+            steps = [s for r in records for s in r.get("steps", ())]
+            row["fast_nvcc"]["memory_stopped_seconds"] = round(sum(s.get("memory_stopped", 0.0) for s in steps), 2)
+            row["fast_nvcc"]["evicted"] = sum(1 for s in steps if s.get("memory_evicted"))  # killed by fast_nvcc
+            row["fast_nvcc"]["oom_reruns"] = sum(1 for s in steps if s.get("oom_rerun") and not s.get("memory_evicted"))
             row["fast_nvcc"]["step_peaks_mb"] = peaks(records)
             row["ratio_fast_to_serial"] = round(row["fast_nvcc"]["wall"] / row["nvcc_serial"]["wall"], 3)
             results.append(row)
@@ -146,7 +149,8 @@ def print_row(row: dict, count: int) -> None:
               f"  identical {r['identical']}  OOM kills {r['oom_kills']}  cgroup peak {r['peak_mib']} MiB")  # fmt: skip
     fast = row["fast_nvcc"]
     print(f"  fast_nvcc / nvcc one after another: {row['ratio_fast_to_serial']:.2f}x;"
-          f" memory waits {fast['memory_wait_seconds']} s; steps run again after an OOM kill {fast['oom_reruns']}")
+          f" memory waits {fast['memory_wait_seconds']} s; stopped {fast['memory_stopped_seconds']} s;"
+          f" steps killed to make room {fast['evicted']}; steps run again after an OOM kill {fast['oom_reruns']}")
     print(f"  step peaks (MB): {fast['step_peaks_mb']}")
     sys.stdout.flush()
 

@@ -25,8 +25,8 @@ peak fits in what the machine and this process's memory cgroup have left (docs/m
 * **Corrected live** (:meth:`MemoryBudget.observe`, from :mod:`.pressure`'s thread while memory
   is tight): a running step that holds more than its kind's posted peak posts what it holds,
   and every claim is raised to what its step holds and, for a step on a guess, to its kind's
-  peak.  So a first build's sm_90a ciccs, admitted on the 800 MB default, tell the budget they
-  grow to 3-5 GB while they run, not only when they end.
+  peak.  So a first build's sm_90a ciccs, admitted on a guess, tell the budget they grow to
+  3-5 GB while they run, not only when they end.
 * **Killed anyway.** A step that the kernel kills (SIGKILL, exit 137, or a failure while the
   cgroup's ``oom_kill`` count rose) runs again once, ahead of every other waiter, when a peak
   of 1.25 times what it held at its death fits (a step that can never fit runs once nothing

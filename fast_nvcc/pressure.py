@@ -1,10 +1,11 @@
 """When memory runs short anyway, stop a step rather than lose it (docs/memory.md).
 
 The budget (:mod:`.memory`) starts a step when its expected peak fits.  On a first build the
-expectations are guesses: every cicc starts on the 800 MB default until a peer has posted a
-peak, and CUTLASS's sm_90a ciccs grew to 3-5 GB, so steps admitted on guesses grew together
-past a 31.5 GiB cgroup and the kernel killed two of them, their work lost (16 cores,
-2026-11-24).  The guard watches what is free while steps run:
+expectations are guesses: before the guess had a margin, every cicc started on the 800 MB
+default until a peer had posted a peak, CUTLASS's sm_90a ciccs grew to 3-5 GB, and steps
+admitted on guesses grew together past a 31.5 GiB cgroup; the kernel killed two of them, their
+work lost (16 cores, 2026-11-24).  A guess can always be wrong, so the guard watches what is
+free while steps run:
 
 * **Stop.**  When what is free falls below the low-water mark (:func:`low_water`) and is still
   falling, this compile stops (SIGSTOP, its process group) its youngest running step, unless
