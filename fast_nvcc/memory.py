@@ -599,14 +599,19 @@ class PeerPeaks:
 
     def post(self, kind: tuple[str, str], size: int, *, live: bool = False) -> None:
         """A step of ``kind`` ended at ``size`` bytes (its kind's live file goes: the steps still
-        running post again), or, ``live``, a running one holds that much."""
+        running post again), or, ``live``, a running one holds that much (unless another
+        compile's running step already posted more)."""
         tool, arch = (re.sub(r"[^\w.+-]", "_", part) for part in kind)
         what = "live" if live else "peak"
         stale = (f"{what}-{tool}~{arch}~", *(() if live else (f"live-{tool}~{arch}~",)))
         path = os.path.join(self.directory, f"{what}-{tool}~{arch}~{size}")
         with contextlib.suppress(OSError):
-            for name in _names(self.directory):
-                if name.startswith(stale) and name != os.path.basename(path):
+            names = [name for name in _names(self.directory) if name.startswith(stale)]
+            posted = [int(tail) for name in names if (tail := name.rpartition("~")[2]).isdigit()]
+            if live and any(other >= size for other in posted):
+                return
+            for name in names:
+                if name != os.path.basename(path):
                     with contextlib.suppress(FileNotFoundError):
                         os.remove(os.path.join(self.directory, name))
             with open(path, "w"):

@@ -23,6 +23,7 @@ from fast_nvcc.memory import (
     Headroom,
     Level,
     MemoryBudget,
+    PeerPeaks,
     find_cgroups,
     fits,
     measure_headroom,
@@ -362,6 +363,9 @@ def test_what_running_steps_hold_raises_their_claims_and_their_kinds_peak(tmp_pa
     assert peaks("live") == [f"live-cicc~compute_90a~{4000 * MIB}"] and not peaks("peak")
     other = MemoryBudget(str(tmp_path), peaks=[800 * MIB], kinds=[("cicc", "compute_90a")], learned=[False], cgroups=[])
     assert other.need(0) == 4000 * MIB
+    # A compile that has not read the directory lately posts less: the larger stays.
+    PeerPeaks(str(tmp_path)).post(("cicc", "compute_90a"), 3500 * MIB, live=True)
+    assert peaks("live") == [f"live-cicc~compute_90a~{4000 * MIB}"]
     mine.observe({0: 2000 * MIB, 3: 900 * MIB})  # less now: the claims stay
     assert claims() == [1000, 4000, 4000, 4000]
     mine.release(2, rss_kb=45 * 1024)  # a small one ends while 0 held 2000 MiB at last sight
