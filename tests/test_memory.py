@@ -342,8 +342,9 @@ def test_page_cache_of_files_is_not_usage_but_shared_memory_is(tmp_path, version
 def test_what_running_steps_hold_raises_their_claims_and_their_kinds_peak(tmp_path):
     """Live correction: a step on a guess that holds more than its kind's peak posts it, and the
     claims of steps on guesses grow to it; a learned step's claim grows to what it holds; claims
-    never shrink; a step that ends posts its kind's peak, not below what a running one holds."""
-    mine = MemoryBudget(str(tmp_path), peaks=[800 * MIB, 800 * MIB, 50 * MIB, 800 * MIB],
+    never shrink; a step that ends posts its kind's peak, not below what a running one holds.
+    (Sizes a tenth of a real cicc's, so that a quarter of any machine is above 4x the guess.)"""
+    mine = MemoryBudget(str(tmp_path), peaks=[80 * MIB, 80 * MIB, 5 * MIB, 80 * MIB],
                         kinds=[("cicc", "compute_90a")] * 3 + [("cicc", "compute_80")],
                         learned=[False, False, False, True], cgroups=[])  # fmt: skip
     for task_id in range(4):
@@ -356,21 +357,21 @@ def test_what_running_steps_hold_raises_their_claims_and_their_kinds_peak(tmp_pa
         return [n for n in os.listdir(tmp_path) if n.startswith(f"{what}-cicc~compute_90a~")]
 
     # No step of compute_90a has ended: guesses count 4 times.
-    assert claims() == [200, 800, 3200, 3200]
-    mine.observe({0: 4000 * MIB, 1: 500 * MIB, 2: 40 * MIB, 3: 1000 * MIB})
-    # 0 posts 4000 MiB for compute_90a; 1 and 2, on guesses, claim that too; 3 what it holds.
-    assert claims() == [1000, 4000, 4000, 4000]
-    assert peaks("live") == [f"live-cicc~compute_90a~{4000 * MIB}"] and not peaks("peak")
-    other = MemoryBudget(str(tmp_path), peaks=[800 * MIB], kinds=[("cicc", "compute_90a")], learned=[False], cgroups=[])
-    assert other.need(0) == 4000 * MIB
+    assert claims() == [20, 80, 320, 320]
+    mine.observe({0: 400 * MIB, 1: 50 * MIB, 2: 4 * MIB, 3: 100 * MIB})
+    # 0 posts 400 MiB for compute_90a; 1 and 2, on guesses, claim that too; 3 what it holds.
+    assert claims() == [100, 400, 400, 400]
+    assert peaks("live") == [f"live-cicc~compute_90a~{400 * MIB}"] and not peaks("peak")
+    other = MemoryBudget(str(tmp_path), peaks=[80 * MIB], kinds=[("cicc", "compute_90a")], learned=[False], cgroups=[])
+    assert other.need(0) == 400 * MIB
     # A compile that has not read the directory lately posts less: the larger stays.
-    PeerPeaks(str(tmp_path)).post(("cicc", "compute_90a"), 3500 * MIB, live=True)
-    assert peaks("live") == [f"live-cicc~compute_90a~{4000 * MIB}"]
-    mine.observe({0: 2000 * MIB, 3: 900 * MIB})  # less now: the claims stay
-    assert claims() == [1000, 4000, 4000, 4000]
-    mine.release(2, rss_kb=45 * 1024)  # a small one ends while 0 held 2000 MiB at last sight
-    assert peaks("peak") == [f"peak-cicc~compute_90a~{2000 * MIB}"] and not peaks("live")
+    PeerPeaks(str(tmp_path)).post(("cicc", "compute_90a"), 350 * MIB, live=True)
+    assert peaks("live") == [f"live-cicc~compute_90a~{400 * MIB}"]
+    mine.observe({0: 200 * MIB, 3: 90 * MIB})  # less now: the claims stay
+    assert claims() == [100, 400, 400, 400]
+    mine.release(2, rss_kb=4 * 1024)  # a small one ends while 0 held 200 MiB at last sight
+    assert peaks("peak") == [f"peak-cicc~compute_90a~{200 * MIB}"] and not peaks("live")
     other._peer_peaks._read = -1.0  # (it reads the directory once a second)
-    assert other.need(0) == 2000 * MIB  # a peak known: no margin
+    assert other.need(0) == 200 * MIB  # a peak known: no margin
     other.close()
     mine.close()
