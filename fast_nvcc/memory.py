@@ -12,8 +12,9 @@ peak fits in what the machine and this process's memory cgroup have left (docs/m
   claims go with it.  A step starts when its peak, plus what the running steps are still
   expected to add, plus a small reserve, fits in what is free.  What the running steps will
   still add is their claims; only when that does not fit are their process trees' RSS read
-  (at most every ``SCAN_EVERY``) and each compile's claim counted less what its steps already
-  hold (that part is in the usage already); a tree above its claim counts nothing more.
+  (one pass over the process table at most every ``SCAN_EVERY``, shared with the live
+  correction below) and each compile's claim counted less what its steps already hold (that
+  part is in the usage already); a tree above its claim counts nothing more.
 * **Progress.** A step that does not fit posts a waiter (``memory/w-<since>-<pid>-<n>``); while
   any waits, no later compile starts a step, so a big step is not starved by small ones.  When
   no step of any compile holds a claim, the earliest waiter starts whatever its size: one step
@@ -272,9 +273,8 @@ class MemoryBudget:
         self._after: dict[int, str] = {}
         self._denied: dict[int, float] = {}  # task -> when it was last held back
         self._waited: dict[int, float] = {}  # task -> seconds held back, summed
-        self._rss: dict[int, int] = {}
+        self._table: ProcessTable | None = None  # shared by the admission and the guard's thread
         self._seen: dict[int, int] = {}  # task -> what its running step held when last observed
-        self._scanned = -1.0
         self._peer_peaks = PeerPeaks(directory)
         self._serial = next(_SERIALS)  # tells this budget's waiter from another's of the process
         self._thread_lock = threading.Lock()  # flock does not exclude our own threads
@@ -388,11 +388,13 @@ class MemoryBudget:
                 if task_id not in self._held:
                     continue  # ended meanwhile
                 self._seen[task_id] = size
-            kind, peers = self.kinds[task_id], self._peer_peaks.read()
-            guess = not self.learned[task_id]
-            if guess and size > max(peers.get(kind, 0), self.peaks[task_id]) * self.RAISE_AT:
+            if self.learned[task_id]:
+                self._raise_claim(task_id, size)
+                continue
+            kind = self.kinds[task_id]
+            if size > max(self._peer_peaks.read().get(kind, 0), self.peaks[task_id]) * self.RAISE_AT:
                 self._peer_peaks.post(kind, size, live=True)
-            self._raise_claim(task_id, max(size, self._peer_peaks.read().get(kind, 0)) if guess else size)
+            self._raise_claim(task_id, max(size, self._peer_peaks.read().get(kind, 0)))
 
     def _raise_claim(self, task_id: int, size: int) -> None:
         with self._stopped_lock:  # not while release() drops it
@@ -519,11 +521,24 @@ class MemoryBudget:
         per_pid: dict[int, int] = {}
         for pid, size in live:
             per_pid[pid] = per_pid.get(pid, 0) + size
-        now = time.monotonic()
-        if now - self._scanned >= self.SCAN_EVERY or set(per_pid) - set(self._rss):
-            self._rss = _tree_rss(per_pid)
-            self._scanned = now
-        return [(size, self._rss.get(pid, 0)) for pid, size in per_pid.items()]
+        table = self._process_table(per_pid)
+        return [(size, table.tree(pid, itself=False)) for pid, size in per_pid.items()]
+
+    def holding(self, pids: Mapping[int, int]) -> dict[int, int]:
+        """Task -> what its running step holds (its process tree's RSS), for ``pids``: task ->
+        its step's pid (for :meth:`observe`)."""
+        table = self._process_table(pids.values())
+        return {task_id: size for task_id, pid in pids.items() if (size := table.tree(pid, itself=True))}
+
+    def _process_table(self, wanted: Iterable[int]) -> ProcessTable:
+        """The process table, read again after ``SCAN_EVERY`` or when a ``wanted`` process
+        started after the last read."""
+        table = self._table
+        if table is None or time.monotonic() - table.taken >= self.SCAN_EVERY or any(
+            pid not in table.rss for pid in wanted
+        ):
+            table = self._table = ProcessTable.read()
+        return table
 
     def _sample(self) -> Headroom:
         now = time.monotonic()
@@ -647,37 +662,39 @@ def claim_key(path: str) -> str | None:
     return "-".join(name.split("-")[1:3]) if _parse_claim(name)[0] else None
 
 
-def _tree_rss(pids: Iterable[int], *, itself: bool = False) -> dict[int, int]:
-    """Per pid: the RSS of its descendants (a compile's: its steps and theirs), and its own
-    where ``itself`` (a step's), in bytes; one pass over the process table."""
-    import psutil
+@dataclass(frozen=True, slots=True)
+class ProcessTable:
+    """One pass over the machine's processes: each one's children and RSS, in bytes."""
 
-    wanted = set(pids)
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for proc in psutil.process_iter(["ppid", "memory_info"]):
-        info = proc.info
-        if info.get("ppid") is None:
-            continue
-        children.setdefault(info["ppid"], []).append(proc.pid)
-        memory = info.get("memory_info")
-        rss[proc.pid] = memory.rss if memory is not None else 0
-    result = {}
-    for pid in wanted:
-        total, stack = rss.get(pid, 0) if itself else 0, list(children.get(pid, ()))
+    taken: float  # time.monotonic() of the pass
+    children: dict[int, list[int]]
+    rss: dict[int, int]
+
+    @classmethod
+    def read(cls) -> ProcessTable:
+        import psutil
+
+        taken = time.monotonic()
+        children: dict[int, list[int]] = {}
+        rss: dict[int, int] = {}
+        for proc in psutil.process_iter(["ppid", "memory_info"]):
+            info = proc.info
+            if info.get("ppid") is None:
+                continue
+            children.setdefault(info["ppid"], []).append(proc.pid)
+            memory = info.get("memory_info")
+            rss[proc.pid] = memory.rss if memory is not None else 0
+        return cls(taken, children, rss)
+
+    def tree(self, pid: int, *, itself: bool) -> int:
+        """The RSS of ``pid``'s descendants (a compile's: its steps and theirs), and its own
+        where ``itself`` (a step's)."""
+        total, stack = self.rss.get(pid, 0) if itself else 0, list(self.children.get(pid, ()))
         while stack:
             child = stack.pop()
-            total += rss.get(child, 0)
-            stack.extend(children.get(child, ()))
-        result[pid] = total
-    return result
-
-
-def steps_rss(pids: Mapping[int, int]) -> dict[int, int]:
-    """Task -> what its running step holds (the RSS of its process and their descendants),
-    for ``pids``: task -> its step's pid."""
-    rss = _tree_rss(pids.values(), itself=True)
-    return {task_id: rss[pid] for task_id, pid in pids.items() if rss.get(pid)}
+            total += self.rss.get(child, 0)
+            stack.extend(self.children.get(child, ()))
+        return total
 
 
 def _read(directory: str, name: str) -> str:

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from .memory import MemoryBudget, claim_key, read_headroom, reserve_for, steps_rss
+from .memory import MemoryBudget, claim_key, read_headroom, reserve_for
 from .pool_files import is_live
 
 
@@ -179,7 +179,7 @@ class PressureGuard:
         now = time.monotonic()
         if tight and self.step_pids is not None and now - self._observed >= self.OBSERVE_EVERY:
             self._observed = now
-            self.budget.observe(steps_rss(self.step_pids()))
+            self.budget.observe(self.budget.holding(self.step_pids()))
 
     def _continue(self, task_id: int) -> None:
         self.signal_step(task_id, signal.SIGCONT)
