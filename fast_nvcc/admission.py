@@ -20,7 +20,8 @@ class Admission:
     def __init__(self, *, jobs: int, slots: Slots, memory: MemoryBudget | None) -> None:
         self.slots = slots
         self.memory = memory
-        self._commands = 0  # slot-taking tasks running now
+        self._commands = 0  # slot-taking tasks running now, short ones aside
+        self._short: set[int] = set()  # running short tasks: a local slot, no shared one
         self._elsewhere: dict[Action, int] = {}  # running tasks of handlers with a capacity
         self._free_slots = list(range(jobs - 1, -1, -1))
 
@@ -33,11 +34,18 @@ class Admission:
         """Do as many tasks of ``task``'s kind run elsewhere as its handler's ``capacity``?"""
         return capacity is not None and self._elsewhere.get(task.action, 0) >= capacity
 
-    def reserve(self, task: Task, priority: float, *, now: float) -> bool:
+    def reserve(self, task: Task, priority: float, *, now: float, short: bool = False) -> bool:
         """May ``task`` start now?  Within -j, with a shared slot (the implicit one, one held and
-        idle, or one newly granted by the jobserver or the pool), and with memory to spare."""
+        idle, or one newly granted by the jobserver or the pool), and with memory to spare.
+
+        A ``short`` step (expected well under a second: fatbinary, as) needs no shared slot:
+        made to wait its turn by rank behind other compiles' long steps, the fatbinary of the
+        build's last compile once waited 6 s for a slot after both its ptxas were done (2 cores,
+        light + heavy build, 2026-11-25), and the whole build with it."""
         if not self._free_slots:
             return False
+        if short:
+            return self.memory is None or self.memory.reserve(task.id, now=now)
         if self._commands < self.slots.implicit + self.slots.held:
             # An idle slot of ours: keep it, unless this would be an extra step of this compile
             # (or any step, once the pool says started compiles compete) and the pool has a
@@ -50,13 +58,17 @@ class Admission:
         # memory gives its slot back (release_idle) to one that fits.
         return self.memory is None or self.memory.reserve(task.id, now=now)
 
-    def start(self, task: Task, *, takes_slot: bool, capacity: int | None) -> tuple[int | None, str | None]:
+    def start(self, task: Task, *, takes_slot: bool, capacity: int | None,
+              short: bool = False) -> tuple[int | None, str | None]:  # fmt: skip
         """``task`` starts: its local slot (None when it takes none) and whether it runs over
-        the machine-wide pool (Slots.over_pool)."""
+        the machine-wide pool (Slots.over_pool, or "short")."""
         slot = self._free_slots.pop() if takes_slot else None
         over_pool = None
         if capacity is not None:
             self._elsewhere[task.action] = self._elsewhere.get(task.action, 0) + 1
+        if slot is not None and short:
+            self._short.add(task.id)
+            return slot, "short"
         if slot is not None:
             self._commands += 1
             over_pool = self.slots.over_pool(self._commands - self.slots.implicit)
@@ -65,7 +77,9 @@ class Admission:
     def end(self, task: Task, slot: int | None, *, takes_slot: bool, capacity: int | None) -> None:
         if slot is not None:
             self._free_slots.append(slot)
-            if takes_slot:
+            if task.id in self._short:
+                self._short.discard(task.id)
+            elif takes_slot:
                 self._commands -= 1
         if capacity is not None:
             self._elsewhere[task.action] -= 1

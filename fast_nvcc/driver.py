@@ -17,13 +17,15 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from . import depfile, device_trace, exit_codes, nvcc_args
+from . import depfile, device_trace, exit_codes, guesses, nvcc_args
 from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
+from .hostsplit import STUB_DIFFERS
 from .leftovers import make_workdir, remove_dead
 from .memory import budget_from_environment
-from .plan import Plan, PlanError, Step, parse_plan, retarget, run_dryrun, temp_name
+from .module_id import PID, looks_like_pid
+from .plan import Kind, Plan, PlanError, Step, parse_plan, retarget, run_dryrun, temp_name
 from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
 from .slots import pool_directory, slots_from_environment
 from .toolchain import find_nvcc
@@ -113,17 +115,20 @@ def run(config: Config, args: Sequence[str]) -> int:
     traces = None
     if trace_value is not None or config.device_trace:
         plan, traces = device_trace.add_tool_traces(plan, directory=workdir, cwd=cwd, host=config.device_trace)
+    learned = _Learned.load(plan, [os.path.join(cwd, s) for s in _sources(effective)])
     try:
-        dag = _dag_for(config, plan, workdir)
+        dag = _dag_for(config, plan, workdir, learned)
     except Exception as exc:  # a plan shape this version does not understand: nvcc's own turn
         shutil.rmtree(workdir, ignore_errors=True)
         owner.release()
+        learned.close()
         return _passthrough(config, nvcc, args, cwd, started, reason=f"cannot build the graph: {exc!r}",
                             effective=effective)  # fmt: skip
     try:
-        return _run_plan(config, nvcc, args, effective, plan, dag, cwd=cwd, started=started, workdir=workdir,
-                         traces=traces, trace_value=trace_value)  # fmt: skip
+        return _run_plan(config, nvcc, args, effective, plan, dag, learned, cwd=cwd, started=started,
+                         workdir=workdir, traces=traces, trace_value=trace_value)  # fmt: skip
     finally:
+        learned.close()
         owner.release()  # _run_plan removed the directory
 
 
@@ -169,6 +174,7 @@ def _run_plan(
     effective: list[str],
     plan: Plan,
     dag: Dag,
+    learned: _Learned,
     *,
     cwd: str,
     started: float,
@@ -180,10 +186,7 @@ def _run_plan(
     runner: Runner | None = None
     try:
         jobs = jobs_for(config)
-        sources = [os.path.join(cwd, s) for s in _sources(effective)]
-        history = History(history_path(os.environ)) if os.environ.get("FAST_NVCC_HISTORY", "1") != "0" else None
-        known = history.lookup(sources) if history else {}
-        owners = _source_of_steps(plan, sources)
+        history, known, owners = learned.history, learned.costs, learned.owners
         costs = [_cost(known, task, owners) for task in dag.tasks]
         slots = slots_from_environment(os.environ, pool_size=usable_cpus())
         memory = _memory_budget(known, dag, costs, owners)
@@ -248,10 +251,17 @@ def _run_plan(
                 result.records[task_id].remote = outcome
         if history is not None:
             history.record(_measurements(dag, result.records, owners))
-            history.close()
+            history.record_guesses(_outcomes(dag, result.records, owners, cwd=cwd))
         for task, record in zip(dag.tasks, result.records):
-            if record.reran:
-                _say(config, f"{task.step.label}: its module_id differs from nvcc's; reran it as printed")
+            if record.guess_failed and task.action is not Action.HOST_BACK:
+                if task.action is Action.CHECK_MODULE_ID:
+                    how = f"it ran to its end ({record.guess_lost:.1f} s) on its own; reran it as printed"
+                elif record.guess_lost:
+                    how = f"its own was stopped after {record.guess_lost:.1f} s; ran it as printed"
+                else:
+                    how = "ran it as printed from the start"
+                label = task.step.label if task.action is not Action.CHECK_MODULE_ID else task.label
+                _say(config, f"{label}: {record.guess_failed}: {how}")
             if record.memory_stopped:
                 _say(config, f"{task.step.label}: stopped {record.memory_stopped:.1f} s while memory ran short")
             if record.memory_evicted:
@@ -260,7 +270,8 @@ def _run_plan(
             elif record.oom_rerun:
                 _say(config, f"{task.step.label}: killed for lack of memory; ran it again")
             if record.split_note:
-                _say(config, f"{task.step.label}: host compile run as printed: {record.split_note}")
+                lost = f" ({record.guess_lost:.1f} s of cc1plus thrown away)" if record.guess_lost else ""
+                _say(config, f"{task.step.label}: host compile run as printed: {record.split_note}{lost}")
         collected = None
         returncode = result.returncode
         if traces is not None:
@@ -290,6 +301,92 @@ def _run_plan(
         for sig, handler in previous.items():
             if signal.getsignal(sig) is _interrupt:
                 signal.signal(sig, handler)
+
+
+@dataclass(slots=True)
+class _Learned:
+    """What the history knows of this compile's sources: its steps' costs, and how its
+    guesses went (fast_nvcc.guesses), which decide which guesses the graph takes."""
+
+    plan: Plan
+    history: History | None
+    costs: dict
+    memory: guesses.Memory
+    owners: dict[int, str]
+
+    @classmethod
+    def load(cls, plan: Plan, sources: Sequence[str]) -> _Learned:
+        history = History(history_path(os.environ)) if os.environ.get("FAST_NVCC_HISTORY", "1") != "0" else None
+        costs = history.lookup(sources) if history else {}
+        memory = history.guesses(sources) if history else guesses.NOTHING_KNOWN
+        return cls(plan, history, costs, memory, _source_of_steps(plan, sources))
+
+    def close(self) -> None:
+        if self.history is not None:
+            self.history.close()
+
+    def _seconds(self, step: Step) -> float:
+        source = self.owners.get(step.index, "")
+        return estimate(self.costs, source=source, tool=step.tool, arch=step.arch or "", kind=step.kind).seconds
+
+    def _compile_steps(self, step: Step, kind: Kind, arch: str | None = None) -> float:
+        """The expected seconds of the same compile's step of ``kind`` (and ``arch``)."""
+        source = self.owners.get(step.index, "")
+        found = [s for s in self.plan.steps if s.kind is kind and self.owners.get(s.index, "") == source
+                 and (arch is None or s.arch == arch)]  # fmt: skip
+        return max((self._seconds(s) for s in found), default=0.0)
+
+    def guess_module_id(self, step: Step) -> bool:
+        failure = self.memory.failure(self.owners.get(step.index, ""), guesses.MODULE_ID, step.arch or "")
+        return guesses.guess_module_id(
+            failure,
+            host_preprocess=self._host_preprocess(step),
+            cudafe=self._compile_steps(step, Kind.CUDAFE),
+            device_preprocess=self._compile_steps(step, Kind.PREPROCESS, step.arch),
+            cicc=self._seconds(step),
+        )
+
+    def _host_preprocess(self, step: Step) -> float:
+        source = self.owners.get(step.index, "")
+        host = [s for s in self.plan.steps if s.kind is Kind.PREPROCESS and not s.arch
+                and self.owners.get(s.index, "") == source]  # fmt: skip
+        return max((self._seconds(s) for s in host), default=0.0)
+
+    def split_host(self, step: Step) -> bool:
+        failure = self.memory.failure(self.owners.get(step.index, ""), guesses.HOST_SPLIT)
+        return guesses.guess_host_split(failure, host_compile=self._seconds(step))
+
+    def early_stub(self, step: Step) -> bool:
+        failure = self.memory.failure(self.owners.get(step.index, ""), guesses.EARLY_STUB)
+        return guesses.guess_host_split(failure, host_compile=self._seconds(step))
+
+
+def _outcomes(dag: Dag, records: Sequence[Record], owners: Mapping[int, str], *, cwd: str) -> list[guesses.Outcome]:
+    """How this compile's guesses went, for the history: a cicc's own module_id (held, or why
+    not and what it lost), the host compile's split and its early stub."""
+    found = []
+    for task, record in zip(dag.tasks, records):
+        source = owners.get(task.step.index, "")
+        if task.checked_by is not None and task.own_module_id:
+            check = records[task.checked_by]
+            if record.state is not State.DONE or check.state is not State.DONE:
+                continue
+            why = record.guess_failed or check.guess_failed
+            found.append(guesses.Outcome(source, guesses.MODULE_ID, task.step.arch or "", not why, why,
+                                         record.guess_lost + check.guess_lost))  # fmt: skip
+        elif task.checked_by is not None and records[task.checked_by].state is State.DONE:
+            # Not guessed: nvcc's id still tells whether a guess could ever hold.
+            if looks_like_pid(os.path.join(cwd, dag.tasks[task.checked_by].module_ids[0])):
+                found.append(guesses.Outcome(source, guesses.MODULE_ID, task.step.arch or "", False, PID))
+        if task.action is Action.HOST_BACK and record.state is State.DONE:
+            if record.split:
+                found.append(guesses.Outcome(source, guesses.HOST_SPLIT, "", True))
+                if task.stub is not None:
+                    found.append(guesses.Outcome(source, guesses.EARLY_STUB, "", True))
+            elif record.guess_failed:
+                guess = guesses.EARLY_STUB if record.guess_failed == STUB_DIFFERS else guesses.HOST_SPLIT
+                found.append(guesses.Outcome(source, guess, "", False, record.guess_failed, record.guess_lost))
+    return found
 
 
 def _handlers(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, combined: bool):
@@ -419,11 +516,14 @@ def _splits_host(config: Config) -> bool:
     return not (config.faithful or config.save_dir or os.environ.get("FAST_NVCC_SPLIT_HOST", "1") == "0")
 
 
-def _dag_for(config: Config, plan: Plan, workdir: str) -> Dag:
+def _dag_for(config: Config, plan: Plan, workdir: str, learned: _Learned | None = None) -> Dag:
     shell = config.faithful
     if config.sequential:
         return sequential_dag(plan, shell=shell)
-    dag = build_dag(plan, shell=shell, speculate=not config.faithful, split_host=_splits_host(config),
+    learned = learned or _Learned(plan, None, {}, guesses.NOTHING_KNOWN, {})
+    split = _splits_host(config) and learned.split_host
+    dag = build_dag(plan, shell=shell, speculate=not config.faithful and learned.guess_module_id,
+                    split_host=split, early_stub=learned.early_stub,
                     probe_stubs=os.environ.get("FAST_NVCC_STUB_PROBE", "1") != "0", workdir=workdir)  # fmt: skip
     if dag.problems:
         for problem in dag.problems:

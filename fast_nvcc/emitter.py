@@ -59,16 +59,16 @@ class Emitter:
             self._messages_before(None)
 
     def _settled(self, task: Task) -> bool:
-        """Whether a speculative cicc's output can be judged yet: once its module_id check has
-        run, which may rerun cicc and print the same warnings anew (only the rerun's count).
+        """Whether a cicc's output can be judged yet: once its module_id check has run, which
+        may rerun cicc and print the same warnings anew (only the rerun's count).
         A failed cicc fails as it would have with nvcc's module_id: its output stands."""
-        check = task.speculative_of
+        check = task.checked_by
         if check is None or self.records[task.id].state is State.FAILED:
             return True
         return self.records[check].state is not State.SKIPPED
 
     def _superseded(self, task: Task) -> bool:
-        check = task.speculative_of
+        check = task.checked_by
         return check is not None and self.records[check].reran
 
     def _messages_before(self, index: int | None) -> None:

@@ -9,8 +9,10 @@ previous writer (write after write).  Two of nvcc's files need more than their n
   the file, so neither waits; whoever *compiles* those sources reads both through ``#include``,
   so the host compile waits for cicc's stub and for fatbinary.
 * ``.module_id``: cudafe++ (CUDA >= 12.8) or the first cicc (older nvcc) generates it and every
-  cicc reads it.  In the default mode each cicc generates its own copy instead and a check step
-  compares it with nvcc's; see :func:`speculate_module_ids`.
+  cicc reads it.  A cicc needs nothing else of cudafe++'s: it starts once the file is written
+  (:attr:`Task.early`), or, where the guess pays, generates its own copy and starts at once;
+  a check step compares what each cicc ran with against nvcc's final file; see
+  :func:`check_module_ids`.
 
 networkx stays inside this module: the scheduler gets a plain :class:`Dag`.
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from .plan import Kind, Plan, Step, is_temp, source_outputs
@@ -59,10 +61,18 @@ class Task:
     step: Step
     action: Action
     argv: tuple[str, ...] = ()
-    # CHECK_MODULE_ID: nvcc's module_id file, ours, and the cicc command to rerun on a mismatch.
+    # CHECK_MODULE_ID: nvcc's module_id file, the copy of what its cicc ran with, and the cicc
+    # command to rerun on a mismatch.
     module_ids: tuple[str, str] | None = None
     rerun: tuple[str, ...] = ()
-    speculative_of: int | None = None  # for a speculative cicc: the id of its check task
+    checked_by: int | None = None  # for a cicc: the id of its module_id check task
+    # A cicc run with a module_id of its own making (--gen_module_id_file) rather than nvcc's:
+    # a guess, which its check (and fast_nvcc.module_id's early verdict) may prove wrong.
+    own_module_id: bool = False
+    # A task that needs only one file of a predecessor: (that predecessor's id, the file, where
+    # to keep a copy of what the task was started on, or None).  It may start once the file is
+    # written and closed, before its writer ends (fast_nvcc.early_inputs).
+    early: tuple[int, str, str | None] | None = None
     # The files it reads, including those its C inputs #include (the host compile reads the
     # stub and the .fatbin.c through the .cudafe1.cpp); keys as in Step.reads.
     reads: frozenset[str] = frozenset()
@@ -130,8 +140,9 @@ def build_dag(
     plan: Plan,
     *,
     shell: bool = False,
-    speculate: bool = False,
-    split_host: bool = False,
+    speculate: bool | Callable[[Step], bool] = False,
+    split_host: bool | Callable[[Step], bool] = False,
+    early_stub: bool | Callable[[Step], bool] = True,
     probe_stubs: bool = True,
     workdir: str | None = None,
     exists=os.path.exists,
@@ -139,8 +150,11 @@ def build_dag(
     """The DAG of ``plan``.
 
     ``shell`` runs every command through ``sh -c`` (the faithful mode); ``speculate`` takes the
-    module_id off cicc's critical path, writing private module_id files under ``workdir``;
-    ``split_host`` lets the host compile start before fatbinary (:func:`split_host_compiles`),
+    module_id off cicc's critical path (:func:`check_module_ids`; False: every cicc waits for
+    cudafe++ to end, as nvcc's plan says; a predicate: which ciccs guess their module_id, the
+    others start once nvcc's is written), with private files under ``workdir``;
+    ``split_host`` lets the host compile start before fatbinary (:func:`split_host_compiles`;
+    a predicate: which host compiles), ``early_stub`` lets it start from another cicc's stub,
     and ``probe_stubs`` adds the optional stub probes of :func:`early_stubs`.
     """
     tasks = [_task_for(i, step, shell=shell) for i, step in enumerate(plan.steps)]
@@ -172,11 +186,15 @@ def build_dag(
 
     dag = Dag(tuple(tasks), tuple(frozenset(p) for p in preds), tuple(problems))
     if speculate and not problems:
-        dag = speculate_module_ids(dag, workdir=workdir or "/tmp")
+        dag = check_module_ids(dag, workdir=workdir or "/tmp", guess=_predicate(speculate))
     if split_host and not problems:
-        dag = split_host_compiles(dag, plan.paths_by_key(), workdir=workdir or "/tmp")
-        dag = early_stubs(dag, workdir=workdir or "/tmp", probe=probe_stubs)
+        dag = split_host_compiles(dag, plan.paths_by_key(), workdir=workdir or "/tmp", which=_predicate(split_host))
+        dag = early_stubs(dag, workdir=workdir or "/tmp", probe=probe_stubs, others=_predicate(early_stub))
     return dag
+
+
+def _predicate(value: bool | Callable[[Step], bool]) -> Callable[[Step], bool]:
+    return value if callable(value) else (lambda step: bool(value))
 
 
 def sequential_dag(plan: Plan, *, shell: bool = False) -> Dag:
@@ -186,16 +204,26 @@ def sequential_dag(plan: Plan, *, shell: bool = False) -> Dag:
     return Dag(tasks, preds)
 
 
-def speculate_module_ids(dag: Dag, *, workdir: str) -> Dag:
-    """Let each cicc generate its own module_id instead of waiting for nvcc's.
+def check_module_ids(dag: Dag, *, workdir: str, guess: Callable[[Step], bool] = lambda step: True) -> Dag:
+    """Take cudafe++ off each cicc's path, and check every cicc's module_id against nvcc's.
 
     cicc waits for cudafe++ (seconds, for template-heavy code) only to read the module_id,
     whose content is a hash of the source path and the translation unit's first external
-    definition.  cicc computes the same value when given ``--gen_module_id_file``, so each cicc
-    writes a private copy and starts at once; a check step then compares the copy with nvcc's
-    and, when they differ (a TU whose first external definition is under ``#ifndef
-    __CUDA_ARCH__``, or one with none, whose id is random), reruns the cicc exactly as nvcc
-    printed it.  Everything downstream of the cicc waits for the check, so the outputs are
+    definition.  Two ways not to wait for all of cudafe++:
+
+    * The cicc as printed reads only the module_id of cudafe++'s outputs: it is started once
+      the file is written and closed (:attr:`Task.early`; nvcc 13.0's cudafe++ writes it as it
+      ends, the first cicc of older nvcc after its front end), with nothing guessed.
+    * Where ``guess`` says the guess pays (:mod:`fast_nvcc.guesses`), the cicc computes the
+      same value itself (``--gen_module_id_file``), writes a private copy and starts at once.
+      The value differs for a TU whose first external definition is under ``#ifndef
+      __CUDA_ARCH__``, and always for one with none, whose id carries the writer's process id;
+      the scheduler then stops that cicc as soon as the ids tell (:mod:`fast_nvcc.module_id`)
+      and runs it as printed.
+
+    Either way a check task follows the cicc: it compares the module_id the cicc ran with (kept
+    in a private file) with nvcc's final one and, when they differ, reruns the cicc exactly as
+    nvcc printed it.  Everything downstream of the cicc waits for the check, so the outputs are
     always the ones nvcc would make.
     """
     tasks = list(dag.tasks)
@@ -211,20 +239,26 @@ def speculate_module_ids(dag: Dag, *, workdir: str) -> Dag:
             continue
         if not _only_shared_file(dag.tasks[writer].step, step, step.module_id or ""):
             continue
+        nvcc_id = _module_id_path(step)
         private = os.path.join(workdir, f"module_id.{step.index}")
-        argv = _with_private_module_id(task.argv, private)
         check = Task(
             id=len(tasks),
             step=step,
             action=Action.CHECK_MODULE_ID,
-            module_ids=(_module_id_path(step), private),
+            module_ids=(nvcc_id, private),
             rerun=task.argv,
             reads=frozenset({step.module_id or ""}),
         )
         tasks.append(check)
-        reads = task.reads - {step.module_id or ""}
-        tasks[task.id] = replace(task, argv=argv, speculative_of=check.id, reads=reads)
-        preds[task.id].discard(writer)
+        early = (writer, nvcc_id, private)
+        if guess(step):
+            argv = _with_private_module_id(task.argv, private)
+            reads = task.reads - {step.module_id or ""}
+            tasks[task.id] = replace(task, argv=argv, checked_by=check.id, reads=reads, own_module_id=True,
+                                     early=early)  # fmt: skip
+            preds[task.id].discard(writer)
+        else:
+            tasks[task.id] = replace(task, checked_by=check.id, early=early)
         preds.append({writer, task.id})
         succs.append(set())
         for succ in list(succs[task.id]):
@@ -234,6 +268,12 @@ def speculate_module_ids(dag: Dag, *, workdir: str) -> Dag:
         succs[task.id] = {check.id}
         succs[writer].add(check.id)
     return Dag(tuple(tasks), tuple(frozenset(p) for p in preds), dag.problems)
+
+
+def waits_early(dag: Dag, task_id: int) -> bool:
+    """Does ``task_id`` wait for its early predecessor's file rather than for its end?"""
+    early = dag.tasks[task_id].early
+    return early is not None and early[0] in dag.preds[task_id]
 
 
 # Host options under which more than the marker's line of the assembly may depend on the
@@ -259,7 +299,9 @@ def can_split(argv: Sequence[str]) -> bool:
     return True
 
 
-def split_host_compiles(dag: Dag, paths: Mapping[str, str], *, workdir: str) -> Dag:
+def split_host_compiles(
+    dag: Dag, paths: Mapping[str, str], *, workdir: str, which: Callable[[Step], bool] = lambda step: True
+) -> Dag:
     """Run each host compile's cc1plus before fatbinary has written the ``.fatbin.c``.
 
     The host compile becomes a front task (cc1plus on a placeholder ``.fatbin.c``), which
@@ -274,7 +316,7 @@ def split_host_compiles(dag: Dag, paths: Mapping[str, str], *, workdir: str) -> 
         step = task.step
         if step.kind is not Kind.HOST_COMPILE or task.action is not Action.EXEC:
             continue
-        if not can_split(task.argv):
+        if not can_split(task.argv) or not which(step):
             continue
         fatbins = [key for key in task.reads if key.endswith(".fatbin.c") and key in paths]
         if len(fatbins) != 1:
@@ -314,7 +356,9 @@ def split_host_compiles(dag: Dag, paths: Mapping[str, str], *, workdir: str) -> 
     return Dag(tuple(tasks), tuple(frozenset(p) for p in preds), dag.problems)
 
 
-def early_stubs(dag: Dag, *, workdir: str, probe: bool = True) -> Dag:
+def early_stubs(
+    dag: Dag, *, workdir: str, probe: bool = True, others: Callable[[Step], bool] = lambda step: True
+) -> Dag:
     """Start each split host compile's cc1plus after whichever cicc ends first, not the last.
 
     The host compile includes the stub of the last cicc in the plan, which cicc writes only as
@@ -336,6 +380,9 @@ def early_stubs(dag: Dag, *, workdir: str, probe: bool = True) -> Dag:
     whole cicc's 9.6 s, the same bytes).  The probe is optional (:attr:`Task.optional`): it
     starts only on a slot nothing else wants, and is dropped as soon as it would delay
     anything or its front has started anyway.
+
+    Where ``others`` says no for a host compile (its stubs differed last time,
+    :mod:`fast_nvcc.guesses`), the front waits for the stub probe or the last cicc only.
     """
     tasks = list(dag.tasks)
     preds = [set(p) for p in dag.preds]
@@ -352,10 +399,12 @@ def early_stubs(dag: Dag, *, workdir: str, probe: bool = True) -> Dag:
         last = next(t for t in ciccs if stubs[0] in t.step.writes)
         # The same compile's other ciccs: those whose stub names the same .fatbin.c.
         fatbin_c = _word_after(last.argv, "--include_file_name")
-        others = [t for t in ciccs if t.id != last.id and fatbin_c is not None
-                  and _word_after(t.argv, "--include_file_name") == fatbin_c]  # fmt: skip
-        if not others:
+        siblings = [t for t in ciccs if t.id != last.id and fatbin_c is not None
+                    and _word_after(t.argv, "--include_file_name") == fatbin_c]  # fmt: skip
+        if not siblings:
             continue
+        if not others(front.step):
+            siblings = []  # their stubs are known not to do: the probe's or the last one's
         if (front.reads & last.step.writes) != {stubs[0]}:
             continue
         if sum(stubs[0] in t.reads for t in dag.tasks) != 2:  # the front and the back alone
@@ -366,21 +415,25 @@ def early_stubs(dag: Dag, *, workdir: str, probe: bool = True) -> Dag:
         real = stub_path(last.argv)
         private = os.path.join(workdir, f"{last.step.index}.stub.c")
         # The last cicc's own stub first (when it is done too), then the others'.
-        seeds = ((last_done, private),) + tuple(sorted((_done(t), stub_path(t.argv)) for t in others))
+        seeds = ((last_done, private),) + tuple(sorted((_done(t), stub_path(t.argv)) for t in siblings))
         if not all(_plain_name(name) for name in (real, *(path for _, path in seeds))):
             continue
         if len({real, *(path for _, path in seeds)}) != len(seeds) + 1:
             continue
-        tasks[last.id] = replace(last, argv=_with_stub(last.argv, private))
-        if last.speculative_of is not None:
-            check = tasks[last.speculative_of]
-            tasks[check.id] = replace(check, rerun=_with_stub(check.rerun, private))
         probe_argv = None
         if probe and not last.step.redirects:
-            probe_argv = _stub_probe_argv(tasks[last.id].argv, workdir, last.step.index)
+            probe_argv = _stub_probe_argv(_with_stub(last.argv, private), workdir, last.step.index)
+        if probe_argv is None and not siblings:
+            continue  # nothing to start from before the last cicc
+        tasks[last.id] = replace(last, argv=_with_stub(last.argv, private))
+        if last.checked_by is not None:
+            check = tasks[last.checked_by]
+            tasks[check.id] = replace(check, rerun=_with_stub(check.rerun, private))
         if probe_argv is not None:
+            # It reads what the last cicc reads: nvcc's module_id too, unless that one guesses.
+            early = None if last.early is None else (last.early[0], last.early[1], None)
             probe_task = Task(id=len(tasks), step=last.step, action=Action.STUB_PROBE, argv=probe_argv,
-                              reads=last.reads, optional=True)  # fmt: skip
+                              reads=last.reads, optional=True, early=early)  # fmt: skip
             tasks.append(probe_task)
             preds.append(set(preds[last.id]))
             succs.append(set())
@@ -402,7 +455,7 @@ def early_stubs(dag: Dag, *, workdir: str, probe: bool = True) -> Dag:
 
 def _done(task: Task) -> int:
     """The task whose end makes a cicc's outputs final: its module_id check, if speculative."""
-    return task.speculative_of if task.speculative_of is not None else task.id
+    return task.checked_by if task.checked_by is not None else task.id
 
 
 def stub_path(argv: Sequence[str]) -> str | None:

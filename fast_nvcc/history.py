@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from .guesses import NOTHING_KNOWN, Memory, Outcome
 from .plan import Kind
 
 # First-run guesses, in seconds and MiB: Thrust/CUB-sized sources on a current x86 machine
@@ -103,6 +104,12 @@ class History:
                 " seconds REAL, rss_kb INTEGER, runs INTEGER, updated REAL,"
                 " PRIMARY KEY (source, tool, arch))"
             )
+            # How fast_nvcc's guesses went per source (fast_nvcc.guesses): the last outcome,
+            # why it failed, the seconds it lost then.
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS guesses (source TEXT, guess TEXT, arch TEXT,"
+                " held INTEGER, why TEXT, lost REAL, updated REAL, PRIMARY KEY (source, guess, arch))"
+            )
         return self._db
 
     def lookup(self, sources: Iterable[str]) -> dict[tuple[str, str, str], Cost]:
@@ -125,6 +132,37 @@ class History:
             return result
         except (sqlite3.Error, OSError):
             return {}  # an unreadable history only costs scheduling quality
+
+    def guesses(self, sources: Iterable[str]) -> Memory:
+        """What is known of the guesses for these sources, and how often each kind of guess
+        failed over every source known."""
+        try:
+            db = self._connect()
+            wanted = list(dict.fromkeys(sources))
+            rows = db.execute(
+                f"SELECT source, guess, arch, held FROM guesses WHERE source IN ({','.join('?' * len(wanted))})",
+                wanted,
+            ).fetchall() if wanted else []
+            rates = {guess: (int(failed or 0), int(tried)) for guess, failed, tried in db.execute(
+                "SELECT guess, COUNT(DISTINCT CASE WHEN held = 0 THEN source END), COUNT(DISTINCT source)"
+                " FROM guesses GROUP BY guess")}  # fmt: skip
+            return Memory({(s, g, a): bool(h) for s, g, a, h in rows}, rates)
+        except (sqlite3.Error, OSError):
+            return NOTHING_KNOWN
+
+    def record_guesses(self, outcomes: Iterable[Outcome]) -> None:
+        rows = [(o.source, o.guess, o.arch, int(o.held), o.why, o.lost) for o in outcomes]
+        if not rows:
+            return
+        try:
+            db = self._connect()
+            now = time.time()
+            db.execute("BEGIN IMMEDIATE")
+            for row in rows:
+                db.execute("INSERT OR REPLACE INTO guesses VALUES (?, ?, ?, ?, ?, ?, ?)", (*row, now))
+            db.execute("COMMIT")
+        except (sqlite3.Error, OSError):
+            pass  # a busy or broken history only costs a guess taken again
 
     def record(self, measurements: Iterable[Measurement]) -> None:
         rows = [(m.source, m.tool, m.arch, m.seconds, m.rss_kb) for m in measurements]
@@ -152,6 +190,33 @@ class History:
         rows = db.execute("SELECT source, tool, arch, seconds, rss_kb, runs FROM costs ORDER BY source, tool, arch")
         return [{"source": _relative(source, root), "tool": tool, "arch": arch, "seconds": seconds,
                  "rss_kb": rss_kb, "runs": runs} for source, tool, arch, seconds, rss_kb, runs in rows]  # fmt: skip
+
+    def export_guesses(self, *, root: str) -> list[dict]:
+        """Every guess's last outcome, sources as in :meth:`export_rows`."""
+        db = self._connect()
+        rows = db.execute("SELECT source, guess, arch, held, why, lost FROM guesses ORDER BY source, guess, arch")
+        return [{"source": _relative(source, root), "guess": guess, "arch": arch, "held": bool(held), "why": why,
+                 "lost": lost} for source, guess, arch, held, why, lost in rows]  # fmt: skip
+
+    def import_guesses(self, rows: Iterable[Mapping], *, root: str) -> int:
+        """Add exported outcomes; what this machine learned itself stays."""
+        db = self._connect()
+        now, added = time.time(), 0
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for row in rows:
+                source = row["source"] if os.path.isabs(row["source"]) else os.path.join(root, row["source"])
+                cursor = db.execute(
+                    "INSERT OR IGNORE INTO guesses VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (source, str(row["guess"]), str(row["arch"]), int(bool(row["held"])), str(row.get("why", "")),
+                     float(row.get("lost", 0.0)), now),
+                )  # fmt: skip
+                added += cursor.rowcount
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return added
 
     def import_rows(self, rows: Iterable[Mapping], *, root: str) -> int:
         """Add exported costs, relative sources under ``root``; what this machine learned
@@ -233,7 +298,9 @@ def main(argv: Iterable[str]) -> int:
     history = History(history_path(os.environ))
     try:
         if options.action == "export":
-            text = json.dumps({"version": 1, "costs": history.export_rows(root=root)}, indent=1) + "\n"
+            document = {"version": 1, "costs": history.export_rows(root=root),
+                        "guesses": history.export_guesses(root=root)}  # fmt: skip
+            text = json.dumps(document, indent=1) + "\n"
             if options.file == "-":
                 sys.stdout.write(text)
             else:
@@ -246,6 +313,10 @@ def main(argv: Iterable[str]) -> int:
             raise ValueError("not a fast_nvcc history export (version 1)")
         added = history.import_rows(document["costs"], root=root)
         print(f"{added} of {len(document['costs'])} costs added to {history.path}")
+        guesses = document.get("guesses", [])
+        if guesses:
+            added = history.import_guesses(guesses, root=root)
+            print(f"{added} of {len(guesses)} guesses' outcomes added")
         return 0
     except (OSError, sqlite3.Error, ValueError, KeyError, TypeError) as exc:
         print(f"fast_nvcc: error: history {options.action}: {exc}", file=sys.stderr)

@@ -43,6 +43,9 @@ from .scheduler import Handler, TaskRun
 from .task_records import StepFailed
 from .shellwords import split_words
 
+STUB_DIFFERS = "its stub differs from the one it started from"
+_CC1PLUS_FAILED = "cc1plus failed"
+_NOT_CC1PLUS_AS = "its -### is not cc1plus then as"
 MARKER = '".quad FAST_NVCC_FATBIN_DATA\\n"'
 _MARKER_ASM = ".quad FAST_NVCC_FATBIN_DATA"
 # The data lines: four values a line, joined by ","; a last, shorter line joins them by ", ".
@@ -218,7 +221,7 @@ def run_front(run: TaskRun, cache=None) -> None:
     assembly = os.path.join(run.workdir, f"host.{task.step.index}.s")
     driver = driver_plan(task.argv, env=run.env, cwd=run.cwd, assembly=assembly)
     if driver is None:
-        run.shared[task.id] = "its -### is not cc1plus then as"
+        run.shared[task.id] = _NOT_CC1PLUS_AS
         run.finish(0)
         return
     replayed = cache.fetch_assembly(run, assembly) if cache is not None else None
@@ -236,7 +239,7 @@ def run_front(run: TaskRun, cache=None) -> None:
         if cache is not None:
             cache.store_assembly(run, spawned.captures)
     else:
-        run.shared[task.id] = f"cc1plus failed (exit {spawned.returncode})"
+        run.shared[task.id] = f"{_CC1PLUS_FAILED} (exit {spawned.returncode})"
     run.finish(0)
 
 
@@ -251,13 +254,15 @@ def run_back(run: TaskRun, cache=None) -> None:
     if task.stub is not None:
         stub = _real_stub(run)
         if isinstance(front, _Front) and not _stub_holds(front, stub):
-            front = "its stub differs from the one it started from"
+            front = _failed(run, front, STUB_DIFFERS)
     try:
         real = read_bytes(private).decode("utf-8", "surrogateescape")
     except FileNotFoundError:  # fatbinary made none: nor may the placeholder stay
         with contextlib.suppress(FileNotFoundError):
             os.remove(real_path)
         record.split_note = "fatbinary wrote no .fatbin.c"
+        if isinstance(front, _Front):
+            _failed(run, front, record.split_note)
         run.exec(task.argv)
         return
     os.replace(private, real_path)  # the real file where nvcc has it, for the fallback too
@@ -273,7 +278,7 @@ def run_back(run: TaskRun, cache=None) -> None:
             text = read_bytes(front.assembly).decode("utf-8", "surrogateescape")
             assembly = patch(text, front.placeholder, fatbin)
         if assembly is None:
-            front = "its .fatbin.c does not match the learned placeholder (learned anew)"
+            front = _failed(run, front, "its .fatbin.c does not match the learned placeholder (learned anew)")
         else:
             write_atomically(front.assembly, assembly.encode("utf-8", "surrogateescape"))
             spawned = run.spawn(front.driver.assembler, tag="as", env=front.driver.env)
@@ -288,11 +293,22 @@ def run_back(run: TaskRun, cache=None) -> None:
                 if cache is not None:
                     cache.store_object(run)
                 return
-            front = f"as failed (exit {spawned.returncode})"
+            front = _failed(run, front, f"as failed (exit {spawned.returncode})")
     record.split_note = front or "its front did not run"
+    if not record.guess_failed and front.startswith((_CC1PLUS_FAILED, _NOT_CC1PLUS_AS)):
+        # Splits that will not hold for this compile another time either.
+        record.guess_failed = front
+        record.guess_lost = run.runner.records[task.front].seconds if front.startswith(_CC1PLUS_FAILED) else 0.0
     run.exec(task.argv)
     if cache is not None:
         cache.store_object(run)
+
+
+def _failed(run: TaskRun, front: _Front, why: str) -> str:
+    """The split did not hold after its front compiled: what was thrown away, and why."""
+    run.record.guess_failed = why
+    run.record.guess_lost = run.runner.records[run.task.front].seconds
+    return why
 
 
 def _early_stub(run: TaskRun) -> bytes | None:

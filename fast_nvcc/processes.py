@@ -36,6 +36,7 @@ class _Running:
     task: Task
     proc: subprocess.Popen[bytes] | None = None
     killed: bool = False
+    cancelled: bool = False  # stopped to be run again (a guess proved wrong), not a failure
 
 
 class Processes:
@@ -88,7 +89,7 @@ class Processes:
             try:
                 with self._lock:
                     run = self._running[task.id]
-                    if run.killed:
+                    if run.killed or run.cancelled:
                         return None
                     # Each step leads its own process group, so a kill reaches the
                     # processes it is forking right then (gcc's cc1plus), which a walk
@@ -118,10 +119,10 @@ class Processes:
                     self._watchdog.watch(run.proc.pid)
                 _, status, usage = os.wait4(run.proc.pid, 0)
                 run.proc.returncode = os.waitstatus_to_exitcode(status)
-                if os.WIFSIGNALED(status) and not run.killed:
+                if os.WIFSIGNALED(status) and not (run.killed or run.cancelled):
                     # sh's own stderr, which is nvcc's, not the line's redirection
                     run.proc.returncode = _report_as_sh(status, out if err is None else err)
-                if run.killed:
+                if run.killed or run.cancelled:
                     # Its outputs are removed once the runner ends: nothing may still be
                     # writing them then.
                     wait_for_group(run.proc.pid)
@@ -148,6 +149,17 @@ class Processes:
     def kill_optional(self, task_id: int | None = None) -> None:
         """Kill the running optional task ``task_id`` (every one when None)."""
         self._kill(lambda run: run.task.optional and not run.killed and task_id in (None, run.task.id))
+
+    def cancel(self, task_id: int) -> None:
+        """Stop a running task's command to run the task again: its thread ends as usual, and
+        the task is not counted as killed."""
+        with self._lock:
+            run = self._running.get(task_id)
+            if run is None or run.killed:
+                return
+            run.cancelled = True
+            victims = [run.proc.pid] if run.proc is not None else []
+        kill_trees(victims)
 
     def kill_after(self, order: tuple[int, int, int] | None) -> None:
         """Kill running tasks that come after ``order`` in nvcc's order (all when None)."""

@@ -52,12 +52,14 @@ class ReadyQueue:
     def pop(self) -> None:
         heapq.heappop(self._heap)
 
-    def remove(self, task_id: int) -> None:
-        """Take ``task_id`` out of the queue, if it is there."""
+    def remove(self, task_id: int) -> bool:
+        """Take ``task_id`` out of the queue; was it there?"""
         kept = [entry for entry in self._heap if entry[2] != task_id]
-        if len(kept) != len(self._heap):
-            self._heap = kept
-            heapq.heapify(kept)
+        if len(kept) == len(self._heap):
+            return False
+        self._heap = kept
+        heapq.heapify(kept)
+        return True
 
     def priority(self, task_id: int) -> float:
         """The rank ``task_id`` asks the shared slots with: its remaining path, scaled."""

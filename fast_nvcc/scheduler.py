@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from .admission import Admission
 from .any_of import AnyOfGroups
 from .captures import Captures
+from .early_inputs import EarlyInputs
 from .emitter import Emitter
 from .graph import HANDLED_BY, Action, Dag, Task
-from .plan import Step
+from .plan import Kind, Step
 from .processes import Processes, Spawned, is_nvcc_capture
 from .ready_queue import ReadyQueue
 from .slots import Slots
@@ -147,6 +148,8 @@ class TaskRun:
     def finish(self, returncode: int) -> None:
         self.record.end = self.runner._now()
         self.record.returncode = returncode
+        if self.task.id in self.runner._redo:
+            return  # it runs again (Runner.redo): it neither failed nor is done
         # A step the OOM killer took runs again (fast_nvcc.memory), so it must never show as
         # failed, not even for the moment before the loop requeues it.
         if returncode != 0 and self.runner._killed_for_memory(self.task, returncode):
@@ -184,9 +187,24 @@ def internal_handlers(internal: Internal) -> dict[Action, Handler]:
 def feature_handlers(dag: Dag) -> dict[Action, Handler]:
     """The handlers of the features whose kinds of task ``dag`` has (graph.HANDLED_BY)."""
     found: dict[Action, Handler] = {}
-    for module in sorted({HANDLED_BY[t.action] for t in dag.tasks if t.action in HANDLED_BY}):
+    for module in _feature_modules(dag):
         found.update(importlib.import_module(module).HANDLERS)
     return found
+
+
+def feature_watches(dag: Dag, *, cwd: str) -> list[Any]:
+    """What those features watch while their tasks run (a module's ``watches(dag, cwd=)``):
+    objects whose ``poll(runner)`` the loop calls every few tens of milliseconds."""
+    found: list[Any] = []
+    for module in _feature_modules(dag):
+        make = getattr(importlib.import_module(module), "watches", None)
+        if make is not None:
+            found += make(dag, cwd=cwd)
+    return found
+
+
+def _feature_modules(dag: Dag) -> list[str]:
+    return sorted({HANDLED_BY[t.action] for t in dag.tasks if t.action in HANDLED_BY})
 
 
 BASIC_HANDLERS: Mapping[Action, Handler] = {
@@ -223,6 +241,8 @@ class Runner:
         state_dir: str | None = None,
     ) -> None:
         self.dag = dag
+        # The tasks as they run now: a task run again after a failed guess is run as printed.
+        self.tasks = list(dag.tasks)
         self.env = dict(env)
         self.cwd = cwd
         self.workdir = workdir
@@ -254,6 +274,9 @@ class Runner:
         self.processes = Processes(
             env=self.env, cwd=cwd, workdir=workdir, combine_output=combine_output, captures=self.captures
         )
+        self.early = EarlyInputs(dag, cwd=cwd)
+        self.watches = feature_watches(dag, cwd=cwd)
+        self._redo: dict[int, tuple[Task, str]] = {}  # running tasks to run again, and why
 
     def close(self) -> None:
         """Free the captured output, once nothing reads the records' captures any more."""
@@ -264,10 +287,10 @@ class Runner:
     def run(self) -> RunResult:
         self._t0 = time.monotonic()
         self._started_at = time.time()
-        tasks = self.dag.tasks
+        tasks = self.tasks
         succs = self.dag.succs
         # A task with an any_of group waits for its other predecessors and one of the group.
-        waiting = [len(p - t.any_of) + bool(t.any_of) for t, p in zip(tasks, self.dag.preds)]
+        waiting = self._waiting = [len(p - t.any_of) + bool(t.any_of) for t, p in zip(tasks, self.dag.preds)]
         groups = AnyOfGroups(tasks, running=self.processes.runs)
         ready = self.ready
         for task in tasks:
@@ -282,6 +305,13 @@ class Runner:
             while True:
                 if ready.rescale(self.records, now=self._now(), slots=self.slots):
                     self.slots.left(ready.work_left)
+                if self.early:
+                    for task_id in self.early.poll(self.processes.step_pids()):
+                        waiting[task_id] -= 1
+                        if not waiting[task_id]:
+                            self._make_ready(tasks[task_id])
+                for watch in self.watches:
+                    watch.poll(self)
                 blocked = False  # a ready command waits for a shared slot or for memory
                 waits = False  # ... or for any slot, -j's included
                 while ready:
@@ -293,7 +323,9 @@ class Runner:
                     if self.admission.at_capacity(task, handler.capacity):
                         blocked = waits = True
                         break
-                    if handler.takes_slot and not self.admission.reserve(task, ready.priority(task.id), now=self._now()):
+                    short = self._short(task, handler)
+                    if handler.takes_slot and not self.admission.reserve(task, ready.priority(task.id), now=self._now(),
+                                                                         short=short):  # fmt: skip
                         if task.optional:  # no idle slot for it now: it would only delay others
                             ready.pop()
                             self.records[task.id].dropped = True
@@ -314,7 +346,8 @@ class Runner:
                         break
                     time.sleep(0.01)  # nothing of ours runs: wait for the pool to free a slot
                     continue
-                event = self._next_event(timeout=0.02 if blocked else 0.5)
+                watching = self.early or any(self.watches)  # files appear while steps run
+                event = self._next_event(timeout=0.02 if blocked else 0.05 if watching else 0.5)
                 if event is None:
                     continue
                 task_id, error = event
@@ -330,6 +363,11 @@ class Runner:
                     self.memory.release(task_id, rss_kb=record.max_rss_kb if ran else None)
                 if error is not None:
                     raise error
+                if task_id in self._redo:
+                    as_task, why = self._redo.pop(task_id)
+                    if not killed:
+                        self._run_again(as_task, why)
+                        continue
                 if record.oom_rerun and record.state is State.SKIPPED and not killed:
                     # Killed for memory: again, ahead of all (fast_nvcc.memory).
                     record.captures.clear()
@@ -346,7 +384,13 @@ class Runner:
                     if ready.work_left is not None:
                         ready.finished(task_id)
                         self.slots.left(ready.work_left)
+                    for succ in self.early.writer_ended(task_id):  # tasks run again, waiting for it
+                        waiting[succ] -= 1
+                        if not waiting[succ]:
+                            self._make_ready(tasks[succ])
                     for succ in succs[task_id]:
+                        if self.early.released(task_id, succ):
+                            continue  # it started on the file it needed from this task
                         if task_id in tasks[succ].any_of:
                             # An optional task that did not help serves nobody.
                             if not (groups.optional_dropped if record.dropped else groups.member_done)(task_id, succ):
@@ -384,10 +428,48 @@ class Runner:
             started_at=self._started_at,
         )
 
+    def redo(self, task_id: int, as_task: Task, *, why: str) -> None:
+        """Run ``task_id`` as ``as_task`` instead: a guess of ours proved wrong
+        (fast_nvcc.module_id).  A running one is stopped, its slot given back, and run again;
+        one that has not started yet is changed before it starts.  Either waits for what
+        ``as_task`` needs (its early file).  (On the loop's thread.)"""
+        record = self.records[task_id]
+        if self.processes.runs(task_id):
+            self._redo[task_id] = (as_task, why)
+            self.processes.cancel(task_id)
+        elif record.start is None:
+            record.guess_failed = why
+            queued = self.ready.remove(task_id)
+            self._wait_for_early(as_task)
+            if queued and not self._waiting[task_id]:
+                self._make_ready(as_task)
+
+    def _run_again(self, task: Task, why: str) -> None:
+        record = self.records[task.id]
+        record.guess_failed = why
+        record.guess_lost += record.seconds
+        record.captures.clear()
+        record.start = record.end = record.returncode = None
+        record.cpu_seconds = record.max_rss_kb = None
+        record.memory_stopped = 0.0
+        record.state = State.SKIPPED
+        self._wait_for_early(task)
+        if not self._waiting[task.id]:
+            self._make_ready(task)
+
+    def _wait_for_early(self, task: Task) -> None:
+        """``task`` replaces its old self and waits for its early file, unless that is final."""
+        self.tasks[task.id] = task
+        if task.early is None:
+            return
+        writer_done = self.records[task.early[0]].state is State.DONE
+        if not self.early.wait_again(task, writer_done=writer_done):
+            self._waiting[task.id] += 1  # released by the early inputs, once its file is written
+
     def _drop_optional(self, task_ids: frozenset[int]) -> None:
         """Stop or drop the optional tasks among ``task_ids`` that have not ended."""
         for task_id in task_ids:
-            if self.dag.tasks[task_id].optional and self.records[task_id].end is None:
+            if self.tasks[task_id].optional and self.records[task_id].end is None:
                 self.records[task_id].dropped = True
                 self.ready.remove(task_id)
                 self.processes.kill_optional(task_id)
@@ -400,6 +482,16 @@ class Runner:
 
     def _handler(self, task: Task) -> Handler:
         return self.handlers[task.action]
+
+    # Steps expected to take less than this run without a shared slot (Admission.reserve).
+    SHORT_SECONDS = 0.5
+
+    def _short(self, task: Task, handler: Handler) -> bool:
+        work = self.ready.work
+        return (work is not None and self.slots.short_steps_free and handler.takes_slot and not task.optional
+                and handler.capacity is None
+                and task.step.kind in (Kind.FATBINARY, Kind.HOST_COMPILE, Kind.PTXAS, Kind.NVLINK)
+                and work[task.id] < self.SHORT_SECONDS)  # fmt: skip
 
     def _guard(self) -> PressureGuard | None:
         """Steps are stopped rather than lost when memory runs short (fast_nvcc.pressure)."""
@@ -446,7 +538,7 @@ class Runner:
         record = self.records[task.id]
         handler = self._handler(task)
         record.slot, record.over_pool = self.admission.start(
-            task, takes_slot=handler.takes_slot, capacity=handler.capacity
+            task, takes_slot=handler.takes_slot, capacity=handler.capacity, short=self._short(task, handler)
         )
         if record.slot is not None and self.memory is not None:
             record.memory_wait = self.memory.waited(task.id)

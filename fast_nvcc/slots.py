@@ -37,6 +37,9 @@ class Slots:
 
     implicit = 1  # slots held without asking
     description = "no shared slots"
+    # May a short step (fatbinary, as) run without a shared slot?  Only on fast_nvcc's own
+    # pool, which ranks its waiters: make's tokens bound the whole build's commands.
+    short_steps_free = False
 
     def __init__(self) -> None:
         self.held = 0  # extra slots currently held
@@ -171,6 +174,7 @@ class PoolSlots(Slots):
     """
 
     implicit = 0
+    short_steps_free = True
     DRAIN_COMPILES = 2  # how many of the compiles nearest their end may run steps over the pool
     DRAIN_SHARE = 5  # those compiles may run size // DRAIN_SHARE steps over the pool in all
     NEAREST_RECHECK = 0.1  # seconds: who is nearest its end is a listing and a few locks

@@ -27,6 +27,10 @@ class Record:
     cpu_seconds: float | None = None
     max_rss_kb: int | None = None
     reran: bool = False  # a module_id check that had to rerun cicc
+    # A guess of fast_nvcc's that failed for this task (fast_nvcc.guesses): why, and the
+    # seconds of work thrown away (a cicc stopped early and run as printed, or rerun whole).
+    guess_failed: str = ""
+    guess_lost: float = 0.0
     split: bool = False  # a host compile's back task that only had to assemble
     split_note: str = ""  # a host compile's back task: why it compiled as printed instead
     cached: bool | None = None  # True: a cache hit; False: a cacheable step that missed

@@ -80,7 +80,7 @@ def test_speculation_takes_cudafe_off_ciccs_path_and_checks_each():
     assert len(checks) == len(ciccs) == 3
     for cicc in ciccs:
         assert cudafe.id not in ancestors(dag, cicc.id)
-        check = dag.tasks[cicc.speculative_of]
+        check = dag.tasks[cicc.checked_by]
         assert dag.preds[check.id] == {cudafe.id, cicc.id}
         # cicc now generates a private module_id; the check reruns the original on a mismatch.
         assert "--gen_module_id_file" in cicc.argv and "--gen_module_id_file" not in check.rerun
@@ -95,12 +95,12 @@ def test_speculation_takes_cudafe_off_ciccs_path_and_checks_each():
 def test_older_nvcc_first_cicc_generates_module_id():
     dag = build_dag(load_plan("older_nvcc_module_id"), speculate=True, workdir="/w", exists=exists)
     first, *others = find(dag, Kind.CICC, action=Action.EXEC)
-    assert first.step.generates_module_id and first.speculative_of is None
+    assert first.step.generates_module_id and first.checked_by is None
     (cudafe,) = find(dag, Kind.CUDAFE)
     assert first.id in dag.preds[cudafe.id]  # cudafe++ reads the module_id cicc made
     for cicc in others:
         assert first.id not in ancestors(dag, cicc.id)
-        assert dag.preds[cicc.speculative_of] == {first.id, cicc.id}
+        assert dag.preds[cicc.checked_by] == {first.id, cicc.id}
 
 
 def test_fatbin_mode_speculates_against_the_generating_cicc():
@@ -246,7 +246,7 @@ def test_split_host_compile_starts_before_fatbinary():
     (last,) = [t for t in ciccs if t.step.writes & front.reads]
     assert last.id == max(t.id for t in ciccs)
     assert find(dag, Kind.CUDAFE)[0].id in ancestors(dag, front.id)
-    checks = {t.speculative_of for t in ciccs}
+    checks = {t.checked_by for t in ciccs}
     (probe,) = [t for t in dag.tasks if t.action is Action.STUB_PROBE]
     assert front.any_of == checks | {probe.id} and front.any_of <= dag.preds[front.id]
     # The last cicc writes its stub to a private path, also when its module_id check reruns
@@ -254,7 +254,7 @@ def test_split_host_compile_starts_before_fatbinary():
     real_stub, private_stub, seeds = front.stub
     assert back.stub == front.stub and private_stub == "/w/%d.stub.c" % last.step.index
     assert real_stub in last.step.argv and private_stub in last.argv and real_stub not in last.argv
-    assert dict(seeds) == {t.speculative_of: (private_stub if t is last else t.argv[t.argv.index("--stub_file_name") + 1])
+    assert dict(seeds) == {t.checked_by: (private_stub if t is last else t.argv[t.argv.index("--stub_file_name") + 1])
                            for t in ciccs} | {probe.id: "/w/%d.probe.stub.c" % last.step.index}  # fmt: skip
     # The stub probe: the last cicc's front end alone, on the same input, once the same steps
     # are done, every file it writes private; the front takes its stub before any other.
@@ -271,7 +271,7 @@ def test_split_host_compile_starts_before_fatbinary():
                          workdir="/w", exists=exists)  # fmt: skip
     assert not [t for t in unprobed.tasks if t.action is Action.STUB_PROBE]
     assert find(unprobed, Kind.HOST_COMPILE, action=Action.HOST_FRONT)[0].any_of == checks
-    check = dag.tasks[last.speculative_of]
+    check = dag.tasks[last.checked_by]
     assert private_stub in check.rerun and real_stub not in check.rerun
     assert dag.preds[back.id] == {front.id, fatbinary.id, check.id}
     assert back.front == front.id and back.order > front.order
@@ -307,7 +307,7 @@ def test_an_early_stub_comes_from_its_own_compile(name):
         fatbin_c = front.fatbin[0].rsplit("/", 1)[-1]
         for done, path in front.stub[2]:
             (cicc,) = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action in (Action.EXEC, Action.STUB_PROBE)
-                       and (t.id == done or t.speculative_of == done)]  # fmt: skip
+                       and (t.id == done or t.checked_by == done)]  # fmt: skip
             assert path in cicc.argv and any(fatbin_c in word for word in cicc.argv)
 
 

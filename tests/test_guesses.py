@@ -1,0 +1,211 @@
+"""fast_nvcc's guesses: when each is taken (made-up costs), how a failed one is stopped early, and
+what the history remembers of it: real nvcc compiles of a source whose module_id carries a
+process id and of one whose host split fails, each compiled twice."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fast_nvcc import guesses
+from fast_nvcc.guesses import Memory, guess_host_split, guess_module_id, worth_guessing
+from fast_nvcc.history import History
+from fast_nvcc.module_id import DIFFERS, PID, carries_pid, verdict
+
+from helpers import fast_nvcc_command, mask, run_tool
+
+TWO_TARGETS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
+
+
+# -- the decision, with made-up costs ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "failure, saving, waste, take",
+    [
+        (0.0, 1.0, 100.0, True),  # known to hold: any saving is worth it
+        (1.0, 100.0, 0.0, False),  # known to fail: nothing is
+        (0.1, 2.0, 10.0, True),  # 1.8 saved against 1.0 lost
+        (0.1, 1.0, 10.0, False),  # 0.9 against 1.0
+        (0.5, 3.0, 3.0, False),  # even odds, even stakes: not worth the work
+        (0.0, 0.0, 1.0, False),  # nothing to save
+    ],
+)
+def test_a_guess_is_taken_when_its_expected_saving_beats_its_expected_loss(failure, saving, waste, take):
+    assert worth_guessing(failure, saving=saving, waste=waste) is take
+
+
+def test_a_cicc_guesses_its_module_id_unless_waiting_for_cudafe_is_nearly_free():
+    # cudafe++ 4 s after a 1 s host preprocessing, the cicc's own 1 s: 4 s saved.
+    costs = dict(host_preprocess=1.0, cudafe=4.0, device_preprocess=1.0)
+    assert guess_module_id(0.1, cicc=10.0, **costs)
+    assert not guess_module_id(1.0, cicc=10.0, **costs)
+    # cudafe++ 0.2 s against a 120 s cicc whose front end runs 84 s before its id shows a
+    # failure: the 0.2 s are not worth a 10% chance of 84 wasted seconds.
+    costs = dict(host_preprocess=0.1, cudafe=0.2, device_preprocess=0.1)
+    assert not guess_module_id(0.1, cicc=120.0, **costs)
+    assert guess_module_id(0.0, cicc=120.0, **costs)
+
+
+def test_the_host_split_is_guessed_while_it_is_more_likely_to_hold_than_not():
+    assert guess_host_split(0.1, host_compile=5.0)
+    assert not guess_host_split(1.0, host_compile=5.0)
+
+
+def test_what_failed_for_a_source_is_not_tried_again_and_new_sources_take_the_projects_rate():
+    memory = Memory({("/a.cu", "module_id", "compute_80"): False, ("/b.cu", "module_id", "compute_80"): True},
+                    {"module_id": (1, 2)})  # fmt: skip
+    assert memory.failure("/a.cu", "module_id", "compute_80") == 1.0
+    assert memory.failure("/b.cu", "module_id", "compute_80") == 0.0
+    # One failure in two sources, drawn towards the prior by its weight.
+    expected = (1 + guesses.PRIOR_FAILURE * guesses.PRIOR_WEIGHT) / (2 + guesses.PRIOR_WEIGHT)
+    assert memory.failure("/c.cu", "module_id", "compute_80") == pytest.approx(expected)
+    assert Memory({}, {}).failure("/c.cu", "host_split") == pytest.approx(guesses.PRIOR_FAILURE)
+
+
+def test_the_history_keeps_the_last_outcome_per_source_and_counts_failed_sources(tmp_path):
+    history = History(str(tmp_path / "history.sqlite"))
+    history.record_guesses([
+        guesses.Outcome("/a.cu", "module_id", "compute_80", False, PID, 3.5),
+        guesses.Outcome("/a.cu", "module_id", "compute_90", False, PID, 3.0),
+        guesses.Outcome("/b.cu", "module_id", "compute_80", True),
+    ])  # fmt: skip
+    memory = history.guesses(["/a.cu"])
+    assert memory.known == {("/a.cu", "module_id", "compute_80"): False, ("/a.cu", "module_id", "compute_90"): False}
+    assert memory.rates == {"module_id": (1, 2)}
+    history.record_guesses([guesses.Outcome("/a.cu", "module_id", "compute_80", True)])
+    assert history.guesses(["/a.cu"]).known[("/a.cu", "module_id", "compute_80")] is True
+    history.close()
+
+
+# -- the early verdict on a cicc's own module_id ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "nvcc_id, own_id, why",
+    [
+        (None, None, None),
+        (b"_2287aca6_10_kernels_cu_b49be419", None, None),  # its own not written yet
+        (None, b"_2287aca6_10_kernels_cu_b49be419", None),
+        (b"_2287aca6_10_kernels_cu_b49be419", b"_2287aca6_10_kernels_cu_b49be419", None),
+        (b"_16680d78_4_m_cu_g", b"_16680d78_4_m_cu__Z3foov", DIFFERS),
+        # cudafe++ (pid 5516) wrote nvcc's: no other process can write the same.
+        (b"_9e7129fc_11_pidheavy_cu_5ee0b1f1_5516", None, PID),
+        # ... nor can another process write cicc's (pid 3696).
+        (None, b"_9e7129fc_11_pidheavy_cu_5ee0b1f1_3696", PID),
+        (b"_9e7129fc_11_pidheavy_cu_5ee0b1f1_5516", b"_9e7129fc_11_pidheavy_cu_5ee0b1f1_3696", PID),
+        # A name that merely ends like one: not proof until both are known.
+        (b"_16680d78_4_m_cu_abcdef12_777", None, None),
+    ],
+)
+def test_either_module_id_alone_proves_a_guess_wrong_when_it_carries_its_writers_pid(nvcc_id, own_id, why):
+    assert verdict(nvcc_id, own_id, writer_pid=5516, cicc_pid=3696) == why
+
+
+def test_carries_pid_reads_the_tail_of_the_id():
+    assert carries_pid(b"_16680d78_4_m_cu_49f10bae_5411", 5411)
+    assert not carries_pid(b"_16680d78_4_m_cu_49f10bae_5411", 541)
+    assert not carries_pid(b"_2287aca6_10_kernels_cu_b49be419", 419)
+
+
+# -- real nvcc: a failed guess costs seconds, once ------------------------------------------------
+
+# No external definition: cudafe++'s module_id ends in its process id, cicc's in its own.
+NO_EXTERNAL_DEFINITION = """\
+namespace {
+template <int N> __device__ float chain(float x) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) x = sinf(x) * cosf(x + i) + sqrtf(fabsf(x) + i);
+    return x;
+}
+__global__ void kernel(float *p) { p[threadIdx.x] = chain<100>(p[threadIdx.x]); }
+int launch() { kernel<<<1, 32>>>(nullptr); return 0; }
+int dummy = launch();
+}  // namespace
+"""
+
+# Its architectures' stubs differ (only90 exists for sm_90 alone), and sm_90's cicc is the slow
+# one, so the host compile starts from sm_80's stub, which does not hold.  Its first external
+# definition is host-only for sm_80 too: that cicc's own module_id differs.
+STUBS_DIFFER = """\
+template <int N> __device__ float chain(float x) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) x = sinf(x) * cosf(x + i) + sqrtf(fabsf(x) + i);
+    return x;
+}
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+__global__ void only90(float *p) { p[threadIdx.x] = chain<100>(p[threadIdx.x]); }
+#endif
+__global__ void everywhere(float *p) { p[threadIdx.x] = chain<4>(p[threadIdx.x]); }
+"""
+
+# The process id in a module_id's names: the one thing nvcc itself varies in such a source
+# (with the fatbinary uncompressed, so that it stays in plain sight).
+MODULE_ID_PID = re.compile(rb"(_cu_[0-9a-f]{8}_)[0-9]+")
+
+
+def _compile(nvcc: str, tmp_path: Path, source: str, name: str, log: Path, env: dict | None = None):
+    args = ["-c", source, "-o", name, *TWO_TARGETS, "-compress-mode=none"]
+    outcome = run_tool(fast_nvcc_command(nvcc, args, ["-v"]), cwd=tmp_path, tmpdir=tmp_path / "t",
+                       env={"FAST_NVCC_CACHE_DIR": str(tmp_path / "cache"), "FAST_NVCC_LOG": str(log), **(env or {})})  # fmt: skip
+    assert outcome.returncode == 0, outcome.stderr.decode()
+    assert not outcome.leftovers
+    (record,) = [json.loads(line) for line in log.read_text().splitlines()]
+    return outcome, record["steps"]
+
+
+def _plain(nvcc: str, tmp_path: Path, source: str, name: str) -> bytes:
+    args = [nvcc, "-c", source, "-o", name, *TWO_TARGETS, "-compress-mode=none"]
+    outcome = run_tool(args, cwd=tmp_path, tmpdir=tmp_path / "t")
+    assert outcome.returncode == 0, outcome.stderr.decode()
+    return outcome.files[name]
+
+
+def _same_but_pid(a: bytes, b: bytes) -> bool:
+    return MODULE_ID_PID.sub(rb"\1PID", mask(a)) == MODULE_ID_PID.sub(rb"\1PID", mask(b))
+
+
+@pytest.mark.nvcc
+def test_a_module_id_with_a_pid_stops_the_guess_early_and_the_next_compile_does_not_guess(nvcc, tmp_path):
+    (tmp_path / "nopid.cu").write_text(NO_EXTERNAL_DEFINITION)
+    first, steps = _compile(nvcc, tmp_path, "nopid.cu", "first.o", tmp_path / "first.jsonl")
+    ciccs = [s for s in steps if s["tool"] == "cicc"]
+    assert len(ciccs) == 2
+    # Every cicc's guess failed for the pid, and none was run to its end on its own id: no
+    # module_id check had to rerun one.
+    assert all(s["guess_failed"] == PID for s in ciccs), ciccs
+    assert not [s for s in steps if s["tool"] == "check module_id" and s.get("guess_failed")]
+    assert b"carries the writer's process id" in first.stderr
+    assert b"ran it to its end" not in first.stderr
+
+    second, steps = _compile(nvcc, tmp_path, "nopid.cu", "second.o", tmp_path / "second.jsonl")
+    assert not [s for s in steps if s.get("guess_failed")], steps
+    assert b"process id" not in second.stderr
+    plain = _plain(nvcc, tmp_path, "nopid.cu", "plain.o")
+    assert _same_but_pid(first.files["first.o"], plain)
+    assert _same_but_pid(second.files["second.o"], plain)
+    assert mask(first.files["first.o"]) != mask(plain)  # the pid is really there
+
+
+@pytest.mark.nvcc
+def test_a_host_split_that_failed_is_not_tried_again_for_that_source(nvcc, tmp_path):
+    (tmp_path / "stubs.cu").write_text(STUBS_DIFFER)
+    # Without the stub probe the host compile starts from the first stub there is: sm_80's.
+    env = {"FAST_NVCC_STUB_PROBE": "0"}
+    first, steps = _compile(nvcc, tmp_path, "stubs.cu", "first.o", tmp_path / "first.jsonl", env)
+    host = [s for s in steps if s["kind"] == "host-compile"]
+    assert [s["tool"] for s in host] == ["cc1plus", "gcc -c"]  # the front, and the back's whole compile
+    assert host[1]["guess_failed"] == "its stub differs from the one it started from"
+    assert b"host compile run as printed: its stub differs" in first.stderr
+
+    second, steps = _compile(nvcc, tmp_path, "stubs.cu", "second.o", tmp_path / "second.jsonl", env)
+    assert not [s for s in steps if s.get("guess_failed")], steps
+    assert b"host compile run as printed" not in second.stderr
+    # The host compile ran once: cc1plus, then as on the real .fatbin.c.
+    assert [s["tool"] for s in steps if s["kind"] == "host-compile"] == ["cc1plus", "as"]
+    plain = _plain(nvcc, tmp_path, "stubs.cu", "plain.o")
+    assert mask(first.files["first.o"]) == mask(plain)
+    assert mask(second.files["second.o"]) == mask(plain)
