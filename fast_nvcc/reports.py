@@ -64,6 +64,8 @@ class StepReport:
     memory_stopped: float = 0.0  # seconds stopped while memory ran short (fast_nvcc.pressure)
     memory_evicted: bool = False  # ... then killed to make room for an older step, and run again
     oom_rerun: bool = False  # killed for memory and run again (fast_nvcc.memory)
+    guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guesses): why
+    guess_lost: float = 0.0  # ... and the seconds of work it threw away
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,10 @@ class RunReport:
         """Seconds steps spent stopped while memory ran short, summed."""
         return sum(s.memory_stopped for s in self.steps)
 
+    def failed_guesses(self) -> list[StepReport]:
+        """The steps where a guess failed, the costliest first."""
+        return sorted((s for s in self.steps if s.guess_failed), key=lambda s: -s.guess_lost)
+
     @property
     def parallelism(self) -> float:
         return self.serial_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
@@ -180,6 +186,8 @@ def build_report(
                 memory_stopped=record.memory_stopped,
                 memory_evicted=record.memory_evicted,
                 oom_rerun=record.oom_rerun,
+                guess_failed=record.guess_failed,
+                guess_lost=record.guess_lost,
             )
         )
     return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at)
@@ -445,10 +453,20 @@ def format_summary(report: RunReport, *, what: str = "") -> str:
         waited = max(s.waited for s in sent)
         detail = ", ".join(f"{what} {n}" for what, n in sorted(remote.items()))
         lines.append(f"  sccache: {len(sent)} steps ({detail}); longest wait to start {waited:.2f} s")
-    reran = [s.label for s in report.steps if s.reran]
-    if reran:
-        lines.append("  module_id differed, cicc rerun: " + ", ".join(reran))
+    failed = report.failed_guesses()
+    if failed:
+        lost = sum(s.guess_lost for s in failed)
+        lines.append(f"  failed guesses: {lost:.2f} s of work thrown away: "
+                     + "; ".join(f"{_guess_what(s)} {s.guess_lost:.2f} s ({s.guess_failed})" for s in failed))  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _guess_what(step: StepReport) -> str:
+    """What ran twice because a guess failed."""
+    if step.action == "host-back":
+        return "host compile ran twice"
+    what = f"cicc {step.arch}" if step.arch else "cicc"
+    return f"{what} ran twice" if step.guess_lost else f"{what} guessed no more"
 
 
 def write_plan_listing(plan: Plan, path: str) -> None:
@@ -524,6 +542,9 @@ def log_record(
                 "seconds": round(sum(s.seconds for s in sent), 6),
                 "waited_seconds": round(sum(s.waited for s in sent), 6),
             }
+        failed = report.failed_guesses()
+        if failed:
+            record["failed_guesses"] = {"steps": len(failed), "lost_seconds": round(sum(s.guess_lost for s in failed), 6)}
         record["steps"] = [
             {
                 "index": s.index,
@@ -548,6 +569,7 @@ def log_record(
                 **({"memory_stopped": round(s.memory_stopped, 6)} if s.memory_stopped else {}),
                 **({"memory_evicted": True} if s.memory_evicted else {}),
                 **({"oom_rerun": True} if s.oom_rerun else {}),
+                **({"guess_failed": s.guess_failed, "guess_lost": round(s.guess_lost, 6)} if s.guess_failed else {}),
             }
             for s in report.steps
         ]

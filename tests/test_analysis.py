@@ -683,3 +683,26 @@ def test_waiting_for_slots_across_the_build(tmp_path, capsys):
     code, out, _ = run_main(capsys, log)
     assert "waiting for slots (3 compiles)" in out and "starved: b.o" in out
     assert "over the pool for the compiles nearest their end (rule 3): 1 steps of 1 compiles" in out
+
+
+def test_failed_guesses_across_the_build(tmp_path, capsys):
+    """Two compiles whose ciccs guessed a module_id that carried a pid, one host split that
+    failed: what was run twice, summed per kind of work and reason, the costliest first."""
+    pid = "its module_id carries the writer's process id (a source with no external definition)"
+    a = log_record(1000.0, 9.0, ["/b/a.o"], [("cicc", "cicc", "compute_80", 0.0, 5.0),
+                                             ("cicc", "cicc", "compute_90", 0.0, 5.0)])  # fmt: skip
+    b = log_record(1001.0, 9.0, ["/b/b.o"], [("cicc", "cicc", "compute_80", 0.0, 5.0),
+                                             ("gcc -c", "host-compile", None, 5.0, 3.0)])  # fmt: skip
+    a["steps"][0].update(guess_failed=pid, guess_lost=4.0)
+    a["steps"][1].update(guess_failed=pid, guess_lost=0.0)  # changed before it started
+    b["steps"][0].update(guess_failed=pid, guess_lost=2.5)
+    b["steps"][1].update(guess_failed="its stub differs from the one it started from", guess_lost=1.5)
+    log = write_jsonl(tmp_path / "log.jsonl", [a, b])
+    (ciccs, host) = analyze(load_build([str(log)])).failed_guesses
+    assert (ciccs.what, ciccs.why, ciccs.steps, ciccs.lost) == ("cicc ran twice", pid, 3, 6.5)
+    assert ciccs.compiles == ((4.0, "a.o"), (2.5, "b.o"))
+    assert (host.what, host.steps, host.lost, host.compiles) == ("host compile ran twice", 1, 1.5, ((1.5, "b.o"),))
+    code, out, _ = run_main(capsys, log)
+    assert code == 0 and "failed guesses" in out and "cicc ran twice: its module_id carries" in out
+    code, out, _ = run_main(capsys, log, "--format", "json")
+    assert json.loads(out)["failed_guesses"][0]["lost_seconds"] == 6.5

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from .bound import wall_bound
 from .device import sum_device_costs
+from .failed_guesses import sum_failed_guesses
 from .waiting import measure_waiting
 from .records import (
     BOOKKEEPING_TOOLS,
@@ -78,6 +79,7 @@ def analyze(
         waiting=measure_waiting(jobs),
         device=device,
         top=top,
+        failed_guesses=sum_failed_guesses(jobs),
     )
 
 

@@ -165,6 +165,8 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
             memory_wait=_float_or_none(step.get("memory_wait")) or 0.0,
             memory_stopped=_float_or_none(step.get("memory_stopped")) or 0.0,
             oom_rerun=bool(step.get("oom_rerun", False)),
+            guess_failed=str(step.get("guess_failed", "")),
+            guess_lost=_float_or_none(step.get("guess_lost")) or 0.0,
         )
         for step in data.get("steps") or ()
     )

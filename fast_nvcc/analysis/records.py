@@ -44,6 +44,8 @@ class Step:
     memory_wait: float = 0.0  # seconds held back by the memory budget (docs/memory.md)
     memory_stopped: float = 0.0  # seconds stopped while memory ran short (fast_nvcc.pressure)
     oom_rerun: bool = False  # killed for memory and run again
+    guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guesses): why
+    guess_lost: float = 0.0  # ... and the seconds of work it threw away
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +258,17 @@ class DeviceCosts:
 
 
 @dataclass(frozen=True, slots=True)
+class FailedGuess:
+    """Work run twice across the build because one kind of guess failed (fast_nvcc.guesses)."""
+
+    what: str  # "cicc ran twice", "host compile ran twice"
+    why: str
+    steps: int
+    lost: float  # seconds thrown away, summed
+    compiles: tuple[tuple[float, str], ...]  # (seconds lost, output), the costliest first
+
+
+@dataclass(frozen=True, slots=True)
 class Analysis:
     build: Build
     slots: int
@@ -273,6 +286,7 @@ class Analysis:
     waiting: Waiting | None = None
     device: DeviceCosts | None = None
     top: int = 10
+    failed_guesses: tuple[FailedGuess, ...] = ()
 
     @property
     def parallelism(self) -> float:

@@ -129,7 +129,8 @@ def report_tables(a: Analysis) -> Iterator[Table]:
         rows += [(f"  starved: {_short(n)}", _seconds(s)) for s, n in w.starved[:5]]
         for why, over in w.over_pool:
             reason = {"first": "to start a compile while others ran extra steps (rule 1)",
-                      "drain": "for the compiles nearest their end (rule 3)"}[why]  # fmt: skip
+                      "drain": "for the compiles nearest their end (rule 3)",
+                      "short": "as short steps (fatbinary, as: they never wait for long ones)"}[why]  # fmt: skip
             rows.append((f"over the pool {reason}: {over.steps} steps of {over.compiles} compiles",
                          _seconds(over.seconds)))  # fmt: skip
         if w.memory_steps:
@@ -140,6 +141,13 @@ def report_tables(a: Analysis) -> Iterator[Table]:
         if w.oom_reruns:
             rows.append(("killed for memory and run again", f"{w.oom_reruns} steps"))
         yield Table(f"waiting for slots ({w.compiles} compiles)", ("", "seconds"), tuple(rows), "ll")
+    if a.failed_guesses:
+        rows = []
+        for f in a.failed_guesses:
+            rows.append((f"{f.what}: {f.why} ({f.steps} steps of {len(f.compiles)} compiles)", _seconds(f.lost)))
+            rows += [(f"  {_short(name)}", _seconds(seconds)) for seconds, name in f.compiles[:5]]
+        yield Table("failed guesses: work thrown away and run again (fast_nvcc learns not to guess there)",
+                    ("", "seconds"), tuple(rows), "ll")  # fmt: skip
     yield from device_tables(a, top=a.top)
 
 

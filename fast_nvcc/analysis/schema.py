@@ -66,6 +66,7 @@ class AnalysisJson(TypedDict):
     waiting: dict[str, Any] | None
     compiles: list[CompileJson]
     device: dict[str, Any] | None
+    failed_guesses: list[dict[str, Any]]
 
 
 def json_report(a: Analysis) -> AnalysisJson:
@@ -137,6 +138,11 @@ def json_report(a: Analysis) -> AnalysisJson:
         },
         "compiles": [_compile_json(job) for job in build.jobs if job.record is not None],
         "device": _device_json(a),
+        "failed_guesses": [
+            {"what": f.what, "why": f.why, "steps": f.steps, "lost_seconds": _r(f.lost),
+             "compiles": [{"output": n, "lost_seconds": _r(s)} for s, n in f.compiles]}
+            for f in a.failed_guesses
+        ],
     }
 
 

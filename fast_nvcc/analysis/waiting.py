@@ -46,7 +46,7 @@ def measure_waiting(jobs: Sequence[Job]) -> Waiting | None:
 
 def _over_pool(jobs: Sequence[Job]) -> tuple[tuple[str, OverPool], ...]:
     result = []
-    for why in ("first", "drain"):
+    for why in ("first", "drain", "short"):
         steps = [(job.name, s.seconds) for job in jobs for s in job.record.steps if s.over_pool == why]
         if steps:
             result.append((why, OverPool(len(steps), sum(t for _, t in steps), len({n for n, _ in steps}))))
