@@ -24,7 +24,7 @@ from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, esti
 from .hostsplit import STUB_DIFFERS
 from .leftovers import make_workdir, remove_dead
 from .memory import budget_from_environment
-from .module_id import PID, looks_like_pid
+from .module_id import PID, id_template
 from .plan import Kind, Plan, PlanError, Step, parse_plan, retarget, run_dryrun, temp_name
 from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
 from .slots import pool_directory, slots_from_environment
@@ -253,6 +253,8 @@ def _run_plan(
             history.record(_measurements(dag, result.records, owners))
             history.record_guesses(_outcomes(dag, result.records, owners, cwd=cwd))
         for task, record in zip(dag.tasks, result.records):
+            if task.predicted_module_id is not None and not record.guess_failed and record.state is State.DONE:
+                _say(config, f"{task.step.label}: started with cudafe++, on the module_id its last compile predicted")
             if record.guess_failed and task.action is not Action.HOST_BACK:
                 if task.action is Action.CHECK_MODULE_ID:
                     how = f"it ran to its end ({record.guess_lost:.1f} s) on its own; reran it as printed"
@@ -336,8 +338,14 @@ class _Learned:
                  and (arch is None or s.arch == arch)]  # fmt: skip
         return max((self._seconds(s) for s in found), default=0.0)
 
-    def guess_module_id(self, step: Step) -> bool:
-        failure = self.memory.failure(self.owners.get(step.index, ""), guesses.MODULE_ID, step.arch or "")
+    def guess_module_id(self, step: Step) -> bool | str:
+        """Make its own module_id (True), wait for cudafe++'s (False), or run on one predicted
+        from the last compile (its template: fast_nvcc.graph.check_module_ids)."""
+        source = self.owners.get(step.index, "")
+        predicted = self.memory.predicted_module_id(source, step.arch or "")
+        if predicted is not None:
+            return predicted
+        failure = self.memory.failure(source, guesses.MODULE_ID, step.arch or "")
         return guesses.guess_module_id(
             failure,
             host_preprocess=self._host_preprocess(step),
@@ -366,18 +374,19 @@ def _outcomes(dag: Dag, records: Sequence[Record], owners: Mapping[int, str], *,
     not and what it lost), the host compile's split and its early stub."""
     found = []
     for task, record in zip(dag.tasks, records):
-        source = owners.get(task.step.index, "")
-        if task.checked_by is not None and task.own_module_id:
-            check = records[task.checked_by]
-            if record.state is not State.DONE or check.state is not State.DONE:
-                continue
+        source, arch = owners.get(task.step.index, ""), task.step.arch or ""
+        check = records[task.checked_by] if task.checked_by is not None else None
+        if check is not None and record.state is State.DONE and check.state is State.DONE:
             why = record.guess_failed or check.guess_failed
-            found.append(guesses.Outcome(source, guesses.MODULE_ID, task.step.arch or "", not why, why,
-                                         record.guess_lost + check.guess_lost))  # fmt: skip
-        elif task.checked_by is not None and records[task.checked_by].state is State.DONE:
-            # Not guessed: nvcc's id still tells whether a guess could ever hold.
-            if looks_like_pid(os.path.join(cwd, dag.tasks[task.checked_by].module_ids[0])):
-                found.append(guesses.Outcome(source, guesses.MODULE_ID, task.step.arch or "", False, PID))
+            lost = record.guess_lost + check.guess_lost
+            # nvcc's id: one that carries cudafe++'s pid is what the next compile predicts from.
+            template = id_template(_read_or_empty(os.path.join(cwd, dag.tasks[task.checked_by].module_ids[0])))
+            if task.predicted_module_id is not None:
+                found.append(guesses.Outcome(source, guesses.PREDICTED_MODULE_ID, arch, not why, why, lost))
+            if task.own_module_id:
+                found.append(guesses.Outcome(source, guesses.MODULE_ID, arch, not why, why, lost, template or ""))
+            elif template is not None:  # not guessed, but a guess could never hold
+                found.append(guesses.Outcome(source, guesses.MODULE_ID, arch, False, PID, 0.0, template))
         if task.action is Action.HOST_BACK and record.state is State.DONE:
             if record.split:
                 found.append(guesses.Outcome(source, guesses.HOST_SPLIT, "", True))
@@ -387,6 +396,14 @@ def _outcomes(dag: Dag, records: Sequence[Record], owners: Mapping[int, str], *,
                 guess = guesses.EARLY_STUB if record.guess_failed == STUB_DIFFERS else guesses.HOST_SPLIT
                 found.append(guesses.Outcome(source, guess, "", False, record.guess_failed, record.guess_lost))
     return found
+
+
+def _read_or_empty(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
 
 
 def _handlers(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, combined: bool):

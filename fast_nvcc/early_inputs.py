@@ -6,6 +6,10 @@ soon as its writer has written the file and closed it, and a copy of what it was
 kept for its module_id check, which compares it with the final file: a writer that wrote the
 file again would be caught there.  (cudafe++ of nvcc 13.0 writes the module_id in its last
 40-60 ms, so there the release comes with its end; a cicc whose guess failed waits here.)
+
+A cicc with a predicted module_id (:attr:`fast_nvcc.graph.Task.predicted_module_id`) is released
+as soon as its writer has started: the id it runs on is the prediction with the writer's pid,
+written where the task reads it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import shutil
 from collections.abc import Iterator, Mapping
 
 from .graph import Dag, Task, waits_early
+
+PID_PLACE = "{pid}"  # where a predicted module_id takes its writer's process id
 
 
 def written(path: str, writer_pid: int | None) -> bool:
@@ -54,9 +60,12 @@ class EarlyInputs:
         self.cwd = cwd
         self._pending: dict[int, tuple[int, str, str | None, bool]] = {}  # ..., added
         self._released: set[tuple[int, int]] = set()  # (writer, task) edges of the graph
+        self._predicted: dict[int, str] = {}  # task -> its module_id, PID_PLACE for the writer's pid
         for task in dag.tasks:
             if waits_early(dag, task.id):
                 self._wait(task, added=False)
+                if task.predicted_module_id is not None:
+                    self._predicted[task.id] = task.predicted_module_id
 
     def __bool__(self) -> bool:
         return bool(self._pending)
@@ -65,6 +74,7 @@ class EarlyInputs:
         assert task.early is not None
         writer, path, copy = task.early
         self._pending[task.id] = (writer, os.path.join(self.cwd, path), copy, added)
+        self._predicted.pop(task.id, None)  # run again: on nvcc's own id
 
     def wait_again(self, task: Task, *, writer_done: bool) -> bool:
         """``task`` runs again and needs its early file: True when it may go now (its writer
@@ -96,11 +106,18 @@ class EarlyInputs:
 
     def poll(self, pids: Mapping[int, int]) -> Iterator[int]:
         """The waiting tasks whose file its running writer (``pids``: task -> pid) has written
-        and closed; each is released once."""
+        and closed, or whose predicted file can be written now; each is released once."""
         for task_id, (writer, path, copy, added) in list(self._pending.items()):
-            if written(path, pids.get(writer)):
+            template = self._predicted.get(task_id)
+            if template is not None and copy is not None and writer in pids:
+                with open(copy, "w", encoding="utf-8") as handle:  # the writer has started
+                    handle.write(template.replace(PID_PLACE, str(pids[writer])))
+            elif written(path, pids.get(writer)):
                 keep_copy(path, copy)
-                del self._pending[task_id]
-                if not added:
-                    self._released.add((writer, task_id))
-                yield task_id
+            else:
+                continue
+            del self._pending[task_id]
+            self._predicted.pop(task_id, None)
+            if not added:
+                self._released.add((writer, task_id))
+            yield task_id

@@ -69,6 +69,10 @@ class Task:
     # A cicc run with a module_id of its own making (--gen_module_id_file) rather than nvcc's:
     # a guess, which its check (and fast_nvcc.module_id's early verdict) may prove wrong.
     own_module_id: bool = False
+    # A cicc run on a module_id predicted from an earlier compile of its source, whose id
+    # carried cudafe++'s process id: that id with the pid of this compile's cudafe++
+    # (fast_nvcc.early_inputs writes it once cudafe++ has started).  Checked like a guess.
+    predicted_module_id: str | None = None
     # A task that needs only one file of a predecessor: (that predecessor's id, the file, where
     # to keep a copy of what the task was started on, or None).  It may start once the file is
     # written and closed, before its writer ends (fast_nvcc.early_inputs).
@@ -204,7 +208,9 @@ def sequential_dag(plan: Plan, *, shell: bool = False) -> Dag:
     return Dag(tasks, preds)
 
 
-def check_module_ids(dag: Dag, *, workdir: str, guess: Callable[[Step], bool] = lambda step: True) -> Dag:
+def check_module_ids(
+    dag: Dag, *, workdir: str, guess: Callable[[Step], bool | str] = lambda step: True
+) -> Dag:
     """Take cudafe++ off each cicc's path, and check every cicc's module_id against nvcc's.
 
     cicc waits for cudafe++ (seconds, for template-heavy code) only to read the module_id,
@@ -220,6 +226,9 @@ def check_module_ids(dag: Dag, *, workdir: str, guess: Callable[[Step], bool] = 
       __CUDA_ARCH__``, and always for one with none, whose id carries the writer's process id;
       the scheduler then stops that cicc as soon as the ids tell (:mod:`fast_nvcc.module_id`)
       and runs it as printed.
+    * Where ``guess`` gives a string, the id of an earlier compile of the source, less the
+      process id it ended in: the cicc starts once cudafe++ has started, on that id with
+      cudafe++'s pid (:attr:`Task.predicted_module_id`).
 
     Either way a check task follows the cicc: it compares the module_id the cicc ran with (kept
     in a private file) with nvcc's final one and, when they differ, reruns the cicc exactly as
@@ -251,7 +260,11 @@ def check_module_ids(dag: Dag, *, workdir: str, guess: Callable[[Step], bool] = 
         )
         tasks.append(check)
         early = (writer, nvcc_id, private)
-        if guess(step):
+        way = guess(step)
+        if isinstance(way, str):
+            argv = _with_module_id_file(task.argv, private)
+            tasks[task.id] = replace(task, argv=argv, checked_by=check.id, early=early, predicted_module_id=way)
+        elif way:
             argv = _with_private_module_id(task.argv, private)
             reads = task.reads - {step.module_id or ""}
             tasks[task.id] = replace(task, argv=argv, checked_by=check.id, reads=reads, own_module_id=True,
@@ -642,6 +655,12 @@ def _only_shared_file(writer: Step, reader: Step, module_id: str) -> bool:
 def _module_id_path(step: Step) -> str:
     argv = step.argv
     return argv[argv.index("--module_id_file_name") + 1]
+
+
+def _with_module_id_file(argv: tuple[str, ...], path: str) -> tuple[str, ...]:
+    """``argv`` (a cicc that reads nvcc's module_id) reading ``path`` instead."""
+    at = argv.index("--module_id_file_name")
+    return (*argv[: at + 1], path, *argv[at + 2 :])
 
 
 def _with_private_module_id(argv: tuple[str, ...], private: str) -> tuple[str, ...]:

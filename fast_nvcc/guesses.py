@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 MODULE_ID = "module_id"
+PREDICTED_MODULE_ID = "predicted_module_id"
 HOST_SPLIT = "host_split"
 EARLY_STUB = "early_stub"
 
@@ -48,6 +49,7 @@ class Outcome:
     held: bool
     why: str = ""
     lost: float = 0.0  # seconds of work thrown away
+    detail: str = ""  # a module_id that carried its writer's pid: the id, PID_PLACE for the pid
 
 
 def worth_guessing(failure: float, *, saving: float, waste: float) -> bool:
@@ -81,9 +83,11 @@ def guess_host_split(failure: float, *, host_compile: float) -> bool:
 class Memory:
     """What the history knows of the guesses for a compile's sources."""
 
-    def __init__(self, known: Mapping[tuple[str, str, str], bool], rates: Mapping[str, tuple[int, int]]) -> None:
+    def __init__(self, known: Mapping[tuple[str, str, str], bool], rates: Mapping[str, tuple[int, int]],
+                 details: Mapping[tuple[str, str, str], str] | None = None) -> None:  # fmt: skip
         self.known = known  # (source, guess, arch) -> did it hold last time
         self.rates = rates  # guess -> (sources it failed for, sources it was tried for)
+        self.details = details or {}  # (source, guess, arch) -> what the outcome noted
 
     def failure(self, source: str, guess: str, arch: str = "") -> float:
         """The chance that ``guess`` fails for ``source`` (and ``arch``)."""
@@ -92,6 +96,15 @@ class Memory:
             return 0.0 if held else 1.0
         failed, tried = self.rates.get(guess, (0, 0))
         return (failed + PRIOR_FAILURE * PRIOR_WEIGHT) / (tried + PRIOR_WEIGHT)
+
+
+    def predicted_module_id(self, source: str, arch: str) -> str | None:
+        """The module_id a cicc of ``source`` may run on before cudafe++ ends: the last one,
+        which carried cudafe++'s pid (PID_PLACE where it goes), unless a prediction failed."""
+        template = self.details.get((source, MODULE_ID, arch))
+        if not template or self.known.get((source, PREDICTED_MODULE_ID, arch)) is False:
+            return None
+        return template
 
 
 NOTHING_KNOWN = Memory({}, {})

@@ -108,7 +108,8 @@ class History:
             # why it failed, the seconds it lost then.
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS guesses (source TEXT, guess TEXT, arch TEXT,"
-                " held INTEGER, why TEXT, lost REAL, updated REAL, PRIMARY KEY (source, guess, arch))"
+                " held INTEGER, why TEXT, lost REAL, detail TEXT, updated REAL,"
+                " PRIMARY KEY (source, guess, arch))"
             )
         return self._db
 
@@ -140,18 +141,19 @@ class History:
             db = self._connect()
             wanted = list(dict.fromkeys(sources))
             rows = db.execute(
-                f"SELECT source, guess, arch, held FROM guesses WHERE source IN ({','.join('?' * len(wanted))})",
+                f"SELECT source, guess, arch, held, detail FROM guesses WHERE source IN ({','.join('?' * len(wanted))})",
                 wanted,
             ).fetchall() if wanted else []
             rates = {guess: (int(failed or 0), int(tried)) for guess, failed, tried in db.execute(
                 "SELECT guess, COUNT(DISTINCT CASE WHEN held = 0 THEN source END), COUNT(DISTINCT source)"
                 " FROM guesses GROUP BY guess")}  # fmt: skip
-            return Memory({(s, g, a): bool(h) for s, g, a, h in rows}, rates)
+            return Memory({(s, g, a): bool(h) for s, g, a, h, _ in rows}, rates,
+                          {(s, g, a): d for s, g, a, _, d in rows if d})  # fmt: skip
         except (sqlite3.Error, OSError):
             return NOTHING_KNOWN
 
     def record_guesses(self, outcomes: Iterable[Outcome]) -> None:
-        rows = [(o.source, o.guess, o.arch, int(o.held), o.why, o.lost) for o in outcomes]
+        rows = [(o.source, o.guess, o.arch, int(o.held), o.why, o.lost, o.detail) for o in outcomes]
         if not rows:
             return
         try:
@@ -159,7 +161,7 @@ class History:
             now = time.time()
             db.execute("BEGIN IMMEDIATE")
             for row in rows:
-                db.execute("INSERT OR REPLACE INTO guesses VALUES (?, ?, ?, ?, ?, ?, ?)", (*row, now))
+                db.execute("INSERT OR REPLACE INTO guesses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*row, now))
             db.execute("COMMIT")
         except (sqlite3.Error, OSError):
             pass  # a busy or broken history only costs a guess taken again
@@ -194,9 +196,10 @@ class History:
     def export_guesses(self, *, root: str) -> list[dict]:
         """Every guess's last outcome, sources as in :meth:`export_rows`."""
         db = self._connect()
-        rows = db.execute("SELECT source, guess, arch, held, why, lost FROM guesses ORDER BY source, guess, arch")
+        rows = db.execute(
+            "SELECT source, guess, arch, held, why, lost, detail FROM guesses ORDER BY source, guess, arch")
         return [{"source": _relative(source, root), "guess": guess, "arch": arch, "held": bool(held), "why": why,
-                 "lost": lost} for source, guess, arch, held, why, lost in rows]  # fmt: skip
+                 "lost": lost, "detail": detail} for source, guess, arch, held, why, lost, detail in rows]  # fmt: skip
 
     def import_guesses(self, rows: Iterable[Mapping], *, root: str) -> int:
         """Add exported outcomes; what this machine learned itself stays."""
@@ -207,9 +210,9 @@ class History:
             for row in rows:
                 source = row["source"] if os.path.isabs(row["source"]) else os.path.join(root, row["source"])
                 cursor = db.execute(
-                    "INSERT OR IGNORE INTO guesses VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO guesses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (source, str(row["guess"]), str(row["arch"]), int(bool(row["held"])), str(row.get("why", "")),
-                     float(row.get("lost", 0.0)), now),
+                     float(row.get("lost", 0.0)), str(row.get("detail") or ""), now),
                 )  # fmt: skip
                 added += cursor.rowcount
             db.execute("COMMIT")

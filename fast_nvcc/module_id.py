@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .early_inputs import written
+from .early_inputs import PID_PLACE, written
 from .files import read_bytes
 from .graph import Action, Dag, Task
 from .scheduler import Handler, TaskRun
@@ -38,19 +38,13 @@ _WITH_PID = re.compile(rb"_[0-9a-f]{8}_(\d+)\s*\Z")
 
 PID = "its module_id carries the writer's process id (a source with no external definition)"
 DIFFERS = "its module_id differs from nvcc's"
+PREDICTION_DIFFERS = "its predicted module_id differs from nvcc's"
 
 
 def carries_pid(module_id: bytes, pid: int | None) -> bool:
     """Does ``module_id`` end in the process id ``pid`` of the tool that wrote it?"""
     match = _WITH_PID.search(module_id)
     return match is not None and pid is not None and int(match.group(1)) == pid
-
-
-def looks_like_pid(path: str) -> bool:
-    """Does the module_id in ``path`` end as one that carries a process id?  (Its writer's pid
-    is gone by now: a name that happens to end so reads as one too, and only costs a guess.)"""
-    module_id = _read(path)
-    return module_id is not None and _WITH_PID.search(module_id) is not None
 
 
 def verdict(nvcc_id: bytes | None, own_id: bytes | None, *, writer_pid: int | None,
@@ -71,7 +65,19 @@ def printed(dag: Dag, task: Task) -> Task:
     """``task`` (a cicc that guessed) as nvcc printed it: nvcc's module_id, read once written."""
     assert task.checked_by is not None
     check = dag.tasks[task.checked_by]
-    return replace(task, argv=check.rerun, own_module_id=False, reads=task.reads | check.reads)
+    return replace(task, argv=check.rerun, own_module_id=False, predicted_module_id=None,
+                   reads=task.reads | check.reads)  # fmt: skip
+
+
+def id_template(module_id: bytes) -> str | None:
+    """An id that carries its writer's pid, with PID_PLACE where the pid goes: what a later
+    compile of the same source predicts from (nvcc 13.0: the rest depends on the source's
+    path and name, not on the run; ``_9e7129fc_11_pidheavy_cu_5ee0b1f1_`` in every run)."""
+    match = _WITH_PID.search(module_id)
+    if match is None:
+        return None
+    text = module_id.decode("utf-8", "surrogateescape")
+    return text[: match.start(1)] + PID_PLACE + text[match.end(1) :]
 
 
 class EarlyVerdicts:
@@ -80,7 +86,8 @@ class EarlyVerdicts:
     def __init__(self, dag: Dag, *, cwd: str) -> None:
         self.dag = dag
         self.cwd = cwd
-        self._open = {t.id for t in dag.tasks if t.own_module_id and t.checked_by is not None and t.early}
+        self._open = {t.id for t in dag.tasks if (t.own_module_id or t.predicted_module_id is not None)
+                      and t.checked_by is not None and t.early}  # fmt: skip
         self._pids: dict[int, int] = {}  # the last pid seen for a task: ids name their writer's
 
     def __bool__(self) -> bool:
@@ -101,8 +108,13 @@ class EarlyVerdicts:
             nvcc_path, own_path = (os.path.join(self.cwd, p) for p in check.module_ids)
             writer_done = runner.records[writer].state is State.DONE
             nvcc_id = _read(nvcc_path) if writer_done or written(nvcc_path, pids.get(writer)) else None
-            own_id = _read(own_path) if written(own_path, pids.get(task_id)) else None
-            why = verdict(nvcc_id, own_id, writer_pid=self._pids.get(writer), cicc_pid=pids.get(task_id))
+            if task.predicted_module_id is not None:
+                # Its id was written before it started; only nvcc's final one can tell.
+                own_id = _read(own_path)  # there once the task was released
+                why = PREDICTION_DIFFERS if nvcc_id is not None and own_id is not None and nvcc_id != own_id else None
+            else:
+                own_id = _read(own_path) if written(own_path, pids.get(task_id)) else None
+                why = verdict(nvcc_id, own_id, writer_pid=self._pids.get(writer), cicc_pid=pids.get(task_id))
             if why is not None:
                 # With a process id in the id, every cicc of the compile that guessed fails too.
                 same = [t for t in sorted(self._open) if why == PID and self._nvcc_path(t) == check.module_ids[0]]

@@ -13,7 +13,7 @@ import pytest
 from fast_nvcc import guesses
 from fast_nvcc.guesses import Memory, guess_host_split, guess_module_id, worth_guessing
 from fast_nvcc.history import History
-from fast_nvcc.module_id import DIFFERS, PID, carries_pid, verdict
+from fast_nvcc.module_id import DIFFERS, PID, carries_pid, id_template, verdict
 
 from helpers import fast_nvcc_command, mask, run_tool
 
@@ -181,9 +181,12 @@ def test_a_module_id_with_a_pid_stops_the_guess_early_and_the_next_compile_does_
     assert b"carries the writer's process id" in first.stderr
     assert b"ran it to its end" not in first.stderr
 
+    # The next compile knows: its ciccs start with cudafe++, on the id the first one had with
+    # this cudafe++'s pid, and the prediction holds.
     second, steps = _compile(nvcc, tmp_path, "nopid.cu", "second.o", tmp_path / "second.jsonl")
     assert not [s for s in steps if s.get("guess_failed")], steps
     assert b"process id" not in second.stderr
+    assert second.stderr.count(b"on the module_id its last compile predicted") == 2
     plain = _plain(nvcc, tmp_path, "nopid.cu", "plain.o")
     assert _same_but_pid(first.files["first.o"], plain)
     assert _same_but_pid(second.files["second.o"], plain)
@@ -209,3 +212,31 @@ def test_a_host_split_that_failed_is_not_tried_again_for_that_source(nvcc, tmp_p
     plain = _plain(nvcc, tmp_path, "stubs.cu", "plain.o")
     assert mask(first.files["first.o"]) == mask(plain)
     assert mask(second.files["second.o"]) == mask(plain)
+
+
+def test_a_module_id_with_a_pid_is_predicted_from_the_last_compile_unless_a_prediction_failed():
+    template = id_template(b"_9e7129fc_11_pidheavy_cu_5ee0b1f1_5516")
+    assert template == "_9e7129fc_11_pidheavy_cu_5ee0b1f1_{pid}"
+    assert id_template(b"_2287aca6_10_kernels_cu_b49be419") is None
+    key = ("/a.cu", "module_id", "compute_80")
+    memory = Memory({key: False}, {}, {key: template})
+    assert memory.predicted_module_id("/a.cu", "compute_80") == template
+    assert memory.predicted_module_id("/a.cu", "compute_90") is None
+    failed = Memory({key: False, ("/a.cu", "predicted_module_id", "compute_80"): False}, {}, {key: template})
+    assert failed.predicted_module_id("/a.cu", "compute_80") is None
+
+
+def test_a_predicting_cicc_reads_a_private_id_and_waits_only_for_cudafe_to_start():
+    from fast_nvcc.graph import Action, build_dag, waits_early
+    from fast_nvcc.plan import Kind
+    from plans import load_plan
+
+    dag = build_dag(load_plan("compile_3arch_md"), speculate=lambda step: "_x_{pid}", workdir="/w",
+                    exists=lambda path: True)
+    (cudafe,) = [t for t in dag.tasks if t.step.kind is Kind.CUDAFE]
+    for cicc in [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC]:
+        check = dag.tasks[cicc.checked_by]
+        assert cicc.predicted_module_id == "_x_{pid}" and not cicc.own_module_id
+        assert cicc.argv[cicc.argv.index("--module_id_file_name") + 1] == check.module_ids[1] == cicc.early[2]
+        assert "--gen_module_id_file" not in cicc.argv
+        assert cudafe.id in dag.preds[cicc.id] and waits_early(dag, cicc.id)
