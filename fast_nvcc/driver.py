@@ -342,7 +342,7 @@ class _Learned:
         """Make its own module_id (True), wait for cudafe++'s (False), or run on one predicted
         from the last compile (its template: fast_nvcc.graph.check_module_ids)."""
         source = self.owners.get(step.index, "")
-        predicted = self.memory.predicted_module_id(source, step.arch or "")
+        predicted = self.memory.predicted_module_id(source, step.arch or "", cwd=os.getcwd())
         if predicted is not None:
             return predicted
         failure = self.memory.failure(source, guesses.MODULE_ID, step.arch or "")
@@ -381,12 +381,13 @@ def _outcomes(dag: Dag, records: Sequence[Record], owners: Mapping[int, str], *,
             lost = record.guess_lost + check.guess_lost
             # nvcc's id: one that carries cudafe++'s pid is what the next compile predicts from.
             template = id_template(_read_or_empty(os.path.join(cwd, dag.tasks[task.checked_by].module_ids[0])))
+            detail = "" if template is None else guesses.module_id_detail(template, cwd=cwd)
             if task.predicted_module_id is not None:
                 found.append(guesses.Outcome(source, guesses.PREDICTED_MODULE_ID, arch, not why, why, lost))
             if task.own_module_id:
-                found.append(guesses.Outcome(source, guesses.MODULE_ID, arch, not why, why, lost, template or ""))
+                found.append(guesses.Outcome(source, guesses.MODULE_ID, arch, not why, why, lost, detail))
             elif template is not None:  # not guessed, but a guess could never hold
-                found.append(guesses.Outcome(source, guesses.MODULE_ID, arch, False, PID, 0.0, template))
+                found.append(guesses.Outcome(source, guesses.MODULE_ID, arch, False, PID, 0.0, detail))
         if task.action is Action.HOST_BACK and record.state is State.DONE:
             if record.split:
                 found.append(guesses.Outcome(source, guesses.HOST_SPLIT, "", True))

@@ -23,6 +23,7 @@ PRIOR_FAILURE while it knows few.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -98,13 +99,26 @@ class Memory:
         return (failed + PRIOR_FAILURE * PRIOR_WEIGHT) / (tried + PRIOR_WEIGHT)
 
 
-    def predicted_module_id(self, source: str, arch: str) -> str | None:
+    def predicted_module_id(self, source: str, arch: str, *, cwd: str) -> str | None:
         """The module_id a cicc of ``source`` may run on before cudafe++ ends: the last one,
-        which carried cudafe++'s pid (PID_PLACE where it goes), unless a prediction failed."""
-        template = self.details.get((source, MODULE_ID, arch))
-        if not template or self.known.get((source, PREDICTED_MODULE_ID, arch)) is False:
+        which carried cudafe++'s pid (PID_PLACE where it goes), if it was compiled in ``cwd``
+        (the id's second hash follows the working directory: nvcc 13.0, the same source from
+        two directories), unless a prediction failed."""
+        detail = self.details.get((source, MODULE_ID, arch))
+        if not detail or self.known.get((source, PREDICTED_MODULE_ID, arch)) is False:
             return None
-        return template
+        try:
+            known = json.loads(detail)
+        except ValueError:
+            return None
+        if not isinstance(known, dict) or known.get("cwd") != cwd or not isinstance(known.get("id"), str):
+            return None
+        return known["id"]
+
+
+def module_id_detail(template: str, *, cwd: str) -> str:
+    """What the history keeps of a module_id that carried its writer's pid."""
+    return json.dumps({"cwd": cwd, "id": template})
 
 
 NOTHING_KNOWN = Memory({}, {})

@@ -219,11 +219,14 @@ def test_a_module_id_with_a_pid_is_predicted_from_the_last_compile_unless_a_pred
     assert template == "_9e7129fc_11_pidheavy_cu_5ee0b1f1_{pid}"
     assert id_template(b"_2287aca6_10_kernels_cu_b49be419") is None
     key = ("/a.cu", "module_id", "compute_80")
-    memory = Memory({key: False}, {}, {key: template})
-    assert memory.predicted_module_id("/a.cu", "compute_80") == template
-    assert memory.predicted_module_id("/a.cu", "compute_90") is None
-    failed = Memory({key: False, ("/a.cu", "predicted_module_id", "compute_80"): False}, {}, {key: template})
-    assert failed.predicted_module_id("/a.cu", "compute_80") is None
+    detail = guesses.module_id_detail(template, cwd="/build")
+    memory = Memory({key: False}, {}, {key: detail})
+    assert memory.predicted_module_id("/a.cu", "compute_80", cwd="/build") == template
+    assert memory.predicted_module_id("/a.cu", "compute_90", cwd="/build") is None
+    # The id's second hash follows the working directory: from another, nothing is predicted.
+    assert memory.predicted_module_id("/a.cu", "compute_80", cwd="/other") is None
+    failed = Memory({key: False, ("/a.cu", "predicted_module_id", "compute_80"): False}, {}, {key: detail})
+    assert failed.predicted_module_id("/a.cu", "compute_80", cwd="/build") is None
 
 
 def test_a_predicting_cicc_reads_a_private_id_and_waits_only_for_cudafe_to_start():
