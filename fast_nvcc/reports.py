@@ -13,7 +13,7 @@ import os
 import shlex
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
 from .graph import RUNS_TOOL
@@ -147,7 +147,7 @@ def build_report(
     started_at: float = 0.0,
 ) -> RunReport:
     durations = [record.seconds for record in records]
-    critical = set(critical_path(dag, durations))
+    critical = set(critical_path(as_run(dag, records), durations))
     sizes = sizes or {}
     steps = []
     for task, record in zip(dag.tasks, records):
@@ -191,6 +191,23 @@ def build_report(
             )
         )
     return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at)
+
+
+def as_run(dag: Dag, records: Sequence[Record]) -> Dag:
+    """``dag`` with the waits its ciccs really had (fast_nvcc.module_id): one that ran on a
+    predicted module_id started with cudafe++, not after it; one whose own id failed ran
+    again after cudafe++ ended.  So a critical path neither counts cudafe++ where the cicc
+    did not wait for it, nor leaves it out where the cicc did."""
+    preds = [set(p) for p in dag.preds]
+    for task, record in zip(dag.tasks, records):
+        if task.early is None:
+            continue
+        writer = task.early[0]
+        if task.predicted_module_id is not None and not record.guess_failed:
+            preds[task.id].discard(writer)
+        elif task.own_module_id and record.guess_failed:
+            preds[task.id].add(writer)
+    return replace(dag, preds=tuple(frozenset(p) for p in preds))
 
 
 def _tool_of(task, record) -> str:

@@ -243,3 +243,23 @@ def test_a_predicting_cicc_reads_a_private_id_and_waits_only_for_cudafe_to_start
         assert cicc.argv[cicc.argv.index("--module_id_file_name") + 1] == check.module_ids[1] == cicc.early[2]
         assert "--gen_module_id_file" not in cicc.argv
         assert cudafe.id in dag.preds[cicc.id] and waits_early(dag, cicc.id)
+
+
+def test_a_critical_path_counts_cudafe_where_the_cicc_waited_for_it_and_not_where_it_did_not():
+    from fast_nvcc.graph import Action, build_dag
+    from fast_nvcc.plan import Kind
+    from fast_nvcc.reports import as_run
+    from fast_nvcc.task_records import Record
+    from plans import load_plan
+
+    plan = load_plan("compile_3arch_md")
+    for way, failed, waits in (("_x_{pid}", "", False), ("_x_{pid}", "its predicted module_id differs", True),
+                               (True, "", False), (True, PID, True)):  # fmt: skip
+        dag = build_dag(plan, speculate=lambda step: way, workdir="/w", exists=lambda path: True)
+        records = [Record(t.id) for t in dag.tasks]
+        (cudafe,) = [t for t in dag.tasks if t.step.kind is Kind.CUDAFE]
+        ciccs = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC]
+        for cicc in ciccs:
+            records[cicc.id].guess_failed = failed
+        ran = as_run(dag, records)
+        assert all((cudafe.id in ran.preds[c.id]) is waits for c in ciccs), (way, failed)
