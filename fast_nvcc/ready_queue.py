@@ -49,6 +49,10 @@ class ReadyQueue:
         """The best ready task's id."""
         return self._heap[0][2]
 
+    def ids(self) -> list[int]:
+        """Every ready task's id, best first."""
+        return [entry[2] for entry in sorted(self._heap)]
+
     def pop(self) -> None:
         heapq.heappop(self._heap)
 

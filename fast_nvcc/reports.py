@@ -473,17 +473,19 @@ def format_summary(report: RunReport, *, what: str = "") -> str:
     failed = report.failed_guesses()
     if failed:
         lost = sum(s.guess_lost for s in failed)
-        lines.append(f"  failed guesses: {lost:.2f} s of work thrown away: "
-                     + "; ".join(f"{_guess_what(s)} {s.guess_lost:.2f} s ({s.guess_failed})" for s in failed))  # fmt: skip
+        twice = [f"{_guess_what(s)} ran twice {s.guess_lost:.2f} s ({s.guess_failed})" for s in failed if s.guess_lost]
+        before = [s for s in failed if not s.guess_lost]
+        if before:
+            twice.append(", ".join(_guess_what(s) for s in before) + f" ran as printed from the start ({before[0].guess_failed})")
+        lines.append(f"  failed guesses: {lost:.2f} s of work thrown away: " + "; ".join(twice))
     return "\n".join(lines) + "\n"
 
 
 def _guess_what(step: StepReport) -> str:
-    """What ran twice because a guess failed."""
+    """What a failed guess was made for."""
     if step.action == "host-back":
-        return "host compile ran twice"
-    what = f"cicc {step.arch}" if step.arch else "cicc"
-    return f"{what} ran twice" if step.guess_lost else f"{what} guessed no more"
+        return "host compile"
+    return f"cicc {step.arch}" if step.arch else "cicc"
 
 
 def write_plan_listing(plan: Plan, path: str) -> None:

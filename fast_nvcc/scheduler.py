@@ -331,6 +331,7 @@ class Runner:
                             self.records[task.id].dropped = True
                             continue
                         blocked, waits = self.admission.free, True
+                        self._start_short(failed)  # they need no shared slot
                         break
                     ready.pop()
                     self._start(task)
@@ -439,6 +440,7 @@ class Runner:
             self.processes.cancel(task_id)
         elif record.start is None:
             record.guess_failed = why
+            record.guess_untested = not why
             queued = self.ready.remove(task_id)
             self._wait_for_early(as_task)
             if queued and not self._waiting[task_id]:
@@ -465,6 +467,21 @@ class Runner:
         writer_done = self.records[task.early[0]].state is State.DONE
         if not self.early.wait_again(task, writer_done=writer_done):
             self._waiting[task.id] += 1  # released by the early inputs, once its file is written
+
+    def _start_short(self, failed: int | None) -> None:
+        """Start the ready short steps behind a step that waits for a shared slot."""
+        tasks = self.tasks
+        for task_id in self.ready.ids()[1:]:
+            task = tasks[task_id]
+            if failed is not None and task.order > tasks[failed].order:
+                continue
+            handler = self._handler(task)
+            if not self._short(task, handler) or self.admission.at_capacity(task, handler.capacity):
+                continue
+            if not self.admission.reserve(task, self.ready.priority(task_id), now=self._now(), short=True):
+                return  # no local slot (-j) left
+            self.ready.remove(task_id)
+            self._start(task)
 
     def _drop_optional(self, task_ids: frozenset[int]) -> None:
         """Stop or drop the optional tasks among ``task_ids`` that have not ended."""

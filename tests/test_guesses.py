@@ -5,6 +5,7 @@ process id and of one whose host split fails, each compiled twice."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from fast_nvcc import guesses
 from fast_nvcc.guesses import Memory, guess_host_split, guess_module_id, worth_guessing
 from fast_nvcc.history import History
+from fast_nvcc.task_records import State
 from fast_nvcc.module_id import DIFFERS, PID, carries_pid, id_template, verdict
 
 from helpers import fast_nvcc_command, mask, run_tool
@@ -263,3 +265,81 @@ def test_a_critical_path_counts_cudafe_where_the_cicc_waited_for_it_and_not_wher
             records[cicc.id].guess_failed = failed
         ran = as_run(dag, records)
         assert all((cudafe.id in ran.preds[c.id]) is waits for c in ciccs), (way, failed)
+
+
+class _Processes:
+    def __init__(self, pids):
+        self.pids = pids
+
+    def step_pids(self):
+        return dict(self.pids)
+
+    def runs(self, task_id):
+        return task_id in self.pids
+
+
+class _Runner:
+    """What EarlyVerdicts.poll reads of a run, and the redo it asks for."""
+
+    def __init__(self, dag, pids):
+        from fast_nvcc.task_records import Record
+
+        self.records = [Record(t.id) for t in dag.tasks]
+        self.processes = _Processes(pids)
+        self.redone = {}
+
+    def redo(self, task_id, as_task, *, why):
+        self.redone[task_id] = (as_task, why)
+
+
+def _verdict_case(tmp_path):
+    from fast_nvcc.graph import Action, build_dag
+    from fast_nvcc.module_id import EarlyVerdicts
+    from fast_nvcc.plan import Kind
+    from plans import load_plan
+
+    dag = build_dag(load_plan("compile_3arch_md"), speculate=True, workdir=str(tmp_path), exists=lambda path: True)
+    (cudafe,) = [t for t in dag.tasks if t.step.kind is Kind.CUDAFE]
+    ciccs = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC]
+    nvcc_path = tmp_path / "nvcc.module_id"
+    # The plan's module_id path, here: the check reads what the plan names.
+    dag = type(dag)(tuple(t if t.action is not Action.CHECK_MODULE_ID else
+                          type(t)(**{**{f: getattr(t, f) for f in t.__slots__}, "module_ids": (str(nvcc_path), t.module_ids[1])})
+                          for t in dag.tasks), dag.preds)  # fmt: skip
+    return dag, cudafe, ciccs, nvcc_path, EarlyVerdicts(dag, cwd=str(tmp_path))
+
+
+def test_the_early_verdict_stops_a_guess_the_ids_prove_wrong_and_changes_those_not_started(tmp_path):
+    dag, cudafe, (first, second, third), nvcc_path, verdicts = _verdict_case(tmp_path)
+    # cudafe++ (pid 5516) runs, the first cicc (pid 3696) too; the others wait for slots.
+    runner = _Runner(dag, {cudafe.id: 5516, first.id: 3696})
+    runner.records[first.id].start = 0.0
+    verdicts.poll(runner)
+    assert not runner.redone  # no id yet
+    # cudafe++ ends with an id that carries its pid: every guess of the compile is wrong.
+    nvcc_path.write_text("_9e7129fc_11_pidheavy_cu_5ee0b1f1_5516")
+    runner.processes.pids.pop(cudafe.id)
+    runner.records[cudafe.id].state = State.DONE
+    verdicts.poll(runner)
+    assert {t: why for t, (_, why) in runner.redone.items()} == {first.id: PID, second.id: PID, third.id: PID}
+    as_printed, _ = runner.redone[first.id]
+    assert not as_printed.own_module_id and "--gen_module_id_file" not in as_printed.argv
+    assert as_printed.argv == dag.tasks[first.checked_by].rerun
+
+
+def test_a_guess_that_has_not_started_when_nvccs_id_is_there_runs_as_printed_untested(tmp_path):
+    dag, cudafe, (first, second, third), nvcc_path, verdicts = _verdict_case(tmp_path)
+    runner = _Runner(dag, {first.id: 3696})
+    runner.records[first.id].start = 0.0
+    runner.records[cudafe.id].state = State.DONE
+    nvcc_path.write_text("_2287aca6_10_kernels_cu_b49be419")
+    verdicts.poll(runner)
+    # The running one waits for its own id; those not started need no guess any more.
+    assert {t: why for t, (_, why) in runner.redone.items()} == {second.id: "", third.id: ""}
+    # Its own id is written (by a live process that no longer holds it open: this one), and
+    # differs: stopped.
+    own = dag.tasks[first.checked_by].module_ids[1]
+    Path(own).write_text("_2287aca6_10_kernels_cu__Z3foov")
+    runner.processes.pids[first.id] = os.getpid()
+    verdicts.poll(runner)
+    assert runner.redone[first.id][1] == DIFFERS

@@ -330,3 +330,39 @@ def test_a_failing_optional_task_fails_nothing(tmp_path):
     result, out, err = run(tasks, [set(), set(), {0, 1}], jobs=3, tmp_path=tmp_path)
     assert result.returncode == 0 and out == b"then\n" and err == b""
     assert result.records[1].dropped and result.records[2].start >= result.records[0].end
+
+
+def test_a_short_step_takes_no_slot_of_the_pool_a_long_one_waits_for(tmp_path):
+    """The pool's one slot is another compile's: a fatbinary (expected 0.1 s) runs at once,
+    within -j; a cicc waits until the slot is free again.  Under make's jobserver nothing
+    would run without a token (tests/test_slots.py)."""
+    from fast_nvcc.slots import PoolSlots
+
+    pool = tmp_path / "pool"
+    other = PoolSlots(str(pool), 1)
+    assert other.try_acquire()
+    tasks = [sh_task(0, "true"), sh_task(1, "true")]
+    tasks[0] = Task(0, Step(0, "true", Kind.FATBINARY, "fatbinary", ("true",)), Action.EXEC, argv=("true",))
+    tasks[1] = Task(1, Step(1, "true", Kind.CICC, "cicc", ("true",)), Action.EXEC, argv=("true",))
+    dag = Dag(tuple(tasks), (frozenset(), frozenset()))
+    slots = PoolSlots(str(pool), 1)
+    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=2,
+                    priorities=[0.1, 8.0], work=[0.1, 8.0], internal=Internal(), slots=slots,
+                    stdout=io.BytesIO(), stderr=io.BytesIO())  # fmt: skip
+    freed = threading.Event()
+
+    def free_later() -> None:
+        deadline = time.monotonic() + 30  # a failing run must not hang the suite
+        while runner.records[0].end is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        freed.set()
+        other.release()
+
+    threading.Thread(target=free_later, daemon=True).start()
+    result = runner.run()
+    slots.close()
+    other.close()
+    assert result.returncode == 0 and freed.is_set()
+    fatbinary, cicc = result.records
+    assert fatbinary.over_pool == "short" and fatbinary.slot is not None
+    assert cicc.over_pool is None and cicc.start >= fatbinary.end  # it waited for the slot
