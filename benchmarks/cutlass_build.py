@@ -518,7 +518,7 @@ def config_dict(config: Config) -> dict:
             "source_root": config.source_root, "nvcc": config.nvcc, "memory_limit": config.memory_limit}  # fmt: skip
 
 
-def merge_results(path: Path, records: Sequence[dict]) -> None:
+def merge_results(path: Path, records: Sequence[dict], *, scenario: str = "cutlass-build") -> None:
     """Add ``records`` to the file; a record replaces an earlier one of the same variant and
     configuration.  Written to a temporary file and renamed: a killed run loses nothing."""
     runs = load_results([path]) if path.exists() else []
@@ -526,7 +526,7 @@ def merge_results(path: Path, records: Sequence[dict]) -> None:
     runs = [r for r in runs if (r["key"], r["fingerprint"]) not in replaced] + list(records)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps({"scenario": "cutlass-build", "runs": runs}, indent=1))
+    partial.write_text(json.dumps({"scenario": scenario, "runs": runs}, indent=1))
     partial.replace(path)
 
 
@@ -542,10 +542,15 @@ def load_results(paths: Sequence[Path]) -> list[dict]:
 
 def report(runs: Sequence[dict]) -> str:
     """One table per configuration, the variants in GROUPS order (the latest of each)."""
-    by_config: dict[str, dict[str, dict]] = {}
+    return "\n\n".join(report_config(found) for found in by_configuration(runs))
+
+
+def by_configuration(runs: Sequence[dict]) -> list[dict[str, dict]]:
+    """The runs of each configuration, by variant: the latest run of each."""
+    found: dict[str, dict[str, dict]] = {}
     for run in sorted(runs, key=lambda r: r.get("finished", 0.0)):
-        by_config.setdefault(run["fingerprint"], {})[run["key"]] = run
-    return "\n\n".join(report_config(found) for found in by_config.values())
+        found.setdefault(run["fingerprint"], {})[run["key"]] = run
+    return list(found.values())
 
 
 def report_config(found: dict[str, dict]) -> str:

@@ -59,7 +59,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import ROOT, fast_nvcc_command, find_nvcc, machine, masked, read_log, today, tool_versions
-from cutlass_build import analyze_log, describe_log, first_line, leftovers, nvcc_includes, nvcc_variables
+from cutlass_build import (analyze_log, by_configuration, describe_log, first_line, leftovers, load_results,
+                           merge_results, nvcc_includes, nvcc_variables)  # fmt: skip
 
 STAGED = ROOT / ".te" / "te-src.tar.xz"  # ignored by git: benchmarks/te_stage.sh writes it
 COMMON = Path("TransformerEngine") / "transformer_engine" / "common"  # inside the unpacked tree
@@ -398,7 +399,7 @@ def run_builds(keys: Sequence[str], *, patterns: Sequence[str], sources: Sources
         # variant starts it afresh.
         done.append(record)
         if results:
-            merge_results(results, [record])
+            merge_results(results, [record], scenario="te-build")
         if key == "fast_nvcc-cold" and history:
             run_history("export", history, state=state, root=sources.root)
     shutil.rmtree(tmp, ignore_errors=True)
@@ -411,34 +412,12 @@ def config_dict(config: Config) -> dict:
             "source_root": config.source_root, "nvcc": config.nvcc, "staged": config.staged}  # fmt: skip
 
 
-def merge_results(path: Path, records: Sequence[dict]) -> None:
-    """Add ``records`` to the file; a record replaces an earlier one of the same variant and
-    configuration.  Written to a temporary file and renamed: a killed run loses nothing."""
-    runs = load_results([path]) if path.exists() else []
-    replaced = {(r["key"], r["fingerprint"]) for r in records}
-    runs = [r for r in runs if (r["key"], r["fingerprint"]) not in replaced] + list(records)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps({"scenario": "te-build", "runs": runs}, indent=1))
-    partial.replace(path)
-
-
-def load_results(paths: Sequence[Path]) -> list[dict]:
-    runs: list[dict] = []
-    for path in paths:
-        runs.extend(json.loads(path.read_text())["runs"])
-    return runs
-
-
 # -- the report --------------------------------------------------------------------------------
 
 
 def report(runs: Sequence[dict]) -> str:
     """One table per configuration, the variants in BUILDS order (the latest of each)."""
-    by_config: dict[str, dict[str, dict]] = {}
-    for run in sorted(runs, key=lambda r: r.get("finished", 0.0)):
-        by_config.setdefault(run["fingerprint"], {})[run["key"]] = run
-    return "\n\n".join(report_config(found) for found in by_config.values())
+    return "\n\n".join(report_config(found) for found in by_configuration(runs))
 
 
 def report_config(found: dict[str, dict]) -> str:

@@ -384,7 +384,7 @@ def _outcomes(dag: Dag, records: Sequence[Record], owners: Mapping[int, str], *,
             detail = "" if template is None else guesses.module_id_detail(template, cwd=cwd)
             if task.predicted_module_id is not None:
                 found.append(guesses.Outcome(source, guesses.PREDICTED_MODULE_ID, arch, not why, why, lost))
-            if task.own_module_id and not record.guess_untested:
+            if task.own_module_id:
                 found.append(guesses.Outcome(source, guesses.MODULE_ID, arch, not why, why, lost, detail))
             elif template is not None:  # not guessed, but a guess could never hold
                 found.append(guesses.Outcome(source, guesses.MODULE_ID, arch, False, PID, 0.0, detail))

@@ -118,11 +118,7 @@ class History:
         source '*' with arch '' (per tool)."""
         try:
             db = self._connect()
-            wanted = list(dict.fromkeys(sources))
-            rows = db.execute(
-                f"SELECT source, tool, arch, seconds, rss_kb FROM costs WHERE source IN ({','.join('?' * len(wanted))})",
-                wanted,
-            ).fetchall() if wanted else []
+            rows = _rows_of(db, "SELECT source, tool, arch, seconds, rss_kb FROM costs", sources)
             result = {(s, t, a): Cost(sec, rss) for s, t, a, sec, rss in rows}
             for tool, arch, sec, rss in db.execute(
                 "SELECT tool, arch, AVG(seconds), MAX(rss_kb) FROM costs GROUP BY tool, arch"
@@ -139,11 +135,7 @@ class History:
         failed over every source known."""
         try:
             db = self._connect()
-            wanted = list(dict.fromkeys(sources))
-            rows = db.execute(
-                f"SELECT source, guess, arch, held, detail FROM guesses WHERE source IN ({','.join('?' * len(wanted))})",
-                wanted,
-            ).fetchall() if wanted else []
+            rows = _rows_of(db, "SELECT source, guess, arch, held, detail FROM guesses", sources)
             rates = {guess: (int(failed or 0), int(tried)) for guess, failed, tried in db.execute(
                 "SELECT guess, COUNT(DISTINCT CASE WHEN held = 0 THEN source END), COUNT(DISTINCT source)"
                 " FROM guesses GROUP BY guess")}  # fmt: skip
@@ -153,37 +145,32 @@ class History:
             return NOTHING_KNOWN
 
     def record_guesses(self, outcomes: Iterable[Outcome]) -> None:
-        rows = [(o.source, o.guess, o.arch, int(o.held), o.why, o.lost, o.detail) for o in outcomes]
-        if not rows:
+        now = time.time()
+        self._write([("INSERT OR REPLACE INTO guesses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                      (o.source, o.guess, o.arch, int(o.held), o.why, o.lost, o.detail, now)) for o in outcomes])  # fmt: skip
+
+    def _write(self, statements: list[tuple[str, tuple]]) -> None:
+        """Run ``statements`` in one transaction; a busy or broken history only costs
+        scheduling quality (or a guess taken again), never the compile."""
+        if not statements:
             return
         try:
             db = self._connect()
-            now = time.time()
             db.execute("BEGIN IMMEDIATE")
-            for row in rows:
-                db.execute("INSERT OR REPLACE INTO guesses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*row, now))
+            for statement, values in statements:
+                db.execute(statement, values)
             db.execute("COMMIT")
         except (sqlite3.Error, OSError):
-            pass  # a busy or broken history only costs a guess taken again
+            pass
 
     def record(self, measurements: Iterable[Measurement]) -> None:
-        rows = [(m.source, m.tool, m.arch, m.seconds, m.rss_kb) for m in measurements]
-        if not rows:
-            return
-        try:
-            db = self._connect()
-            now = time.time()
-            db.execute("BEGIN IMMEDIATE")
-            for source, tool, arch, seconds, rss in rows:
-                db.execute(
-                    "INSERT INTO costs VALUES (?, ?, ?, ?, ?, 1, ?) ON CONFLICT (source, tool, arch) DO UPDATE SET"
-                    " seconds = ? * excluded.seconds + (1 - ?) * seconds,"
-                    " rss_kb = MAX(excluded.rss_kb, rss_kb), runs = runs + 1, updated = excluded.updated",
-                    (source, tool, arch, seconds, rss, now, SMOOTHING, SMOOTHING),
-                )
-            db.execute("COMMIT")
-        except (sqlite3.Error, OSError):
-            pass  # a busy or broken history only costs scheduling quality
+        now = time.time()
+        self._write([(
+            "INSERT INTO costs VALUES (?, ?, ?, ?, ?, 1, ?) ON CONFLICT (source, tool, arch) DO UPDATE SET"
+            " seconds = ? * excluded.seconds + (1 - ?) * seconds,"
+            " rss_kb = MAX(excluded.rss_kb, rss_kb), runs = runs + 1, updated = excluded.updated",
+            (m.source, m.tool, m.arch, m.seconds, m.rss_kb, now, SMOOTHING, SMOOTHING),
+        ) for m in measurements])  # fmt: skip
 
     def export_rows(self, *, root: str) -> list[dict]:
         """Every learned cost, sources under ``root`` relative to it (so that another checkout
@@ -203,39 +190,32 @@ class History:
 
     def import_guesses(self, rows: Iterable[Mapping], *, root: str) -> int:
         """Add exported outcomes; what this machine learned itself stays."""
-        db = self._connect()
-        now, added = time.time(), 0
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for row in rows:
-                source = row["source"] if os.path.isabs(row["source"]) else os.path.join(root, row["source"])
-                cursor = db.execute(
-                    "INSERT OR IGNORE INTO guesses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (source, str(row["guess"]), str(row["arch"]), int(bool(row["held"])), str(row.get("why", "")),
-                     float(row.get("lost", 0.0)), str(row.get("detail") or ""), now),
-                )  # fmt: skip
-                added += cursor.rowcount
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return added
+        return self._import(
+            "INSERT OR IGNORE INTO guesses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows, root=root,
+            values=lambda row, now: (str(row["guess"]), str(row["arch"]), int(bool(row["held"])),
+                                     str(row.get("why", "")), float(row.get("lost", 0.0)),
+                                     str(row.get("detail") or ""), now),
+        )  # fmt: skip
 
     def import_rows(self, rows: Iterable[Mapping], *, root: str) -> int:
         """Add exported costs, relative sources under ``root``; what this machine learned
         itself stays.  Returns how many were added."""
+        return self._import(
+            "INSERT OR IGNORE INTO costs VALUES (?, ?, ?, ?, ?, ?, ?)", rows, root=root,
+            values=lambda row, now: (str(row["tool"]), str(row["arch"]), float(row["seconds"]), int(row["rss_kb"]),
+                                     int(row.get("runs", 1)), now),
+        )  # fmt: skip
+
+    def _import(self, insert: str, rows: Iterable[Mapping], *, root: str, values) -> int:
+        """One transaction of ``insert`` per row (its source made absolute under ``root``, then
+        ``values(row, now)``); how many rows were new."""
         db = self._connect()
         now, added = time.time(), 0
         db.execute("BEGIN IMMEDIATE")
         try:
             for row in rows:
                 source = row["source"] if os.path.isabs(row["source"]) else os.path.join(root, row["source"])
-                cursor = db.execute(
-                    "INSERT OR IGNORE INTO costs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (source, str(row["tool"]), str(row["arch"]), float(row["seconds"]), int(row["rss_kb"]),
-                     int(row.get("runs", 1)), now),
-                )  # fmt: skip
-                added += cursor.rowcount
+                added += db.execute(insert, (source, *values(row, now))).rowcount
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -274,6 +254,14 @@ def arch_weight(arch: str) -> float:
         return 1.0
     specific = 2.0 if arch[-1:] in ("a", "f") else 1.0
     return specific * (1.0 + int(digits) / 10000)
+
+
+def _rows_of(db: sqlite3.Connection, select: str, sources: Iterable[str]) -> list[tuple]:
+    """``select``'s rows whose source is one of ``sources``."""
+    wanted = list(dict.fromkeys(sources))
+    if not wanted:
+        return []
+    return db.execute(f"{select} WHERE source IN ({','.join('?' * len(wanted))})", wanted).fetchall()
 
 
 def _relative(source: str, root: str) -> str:

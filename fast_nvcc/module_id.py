@@ -123,11 +123,6 @@ class EarlyVerdicts:
                     runner.redo(failed, printed(self.dag, self.dag.tasks[failed]), why=why)
             elif nvcc_id is not None and own_id is not None:
                 self._open.discard(task_id)  # the guess held
-            elif nvcc_id is not None and task.own_module_id and runner.records[task_id].start is None:
-                # nvcc's id is there before the cicc could start (it waited for a slot): no
-                # reason left to guess.
-                self._open.discard(task_id)
-                runner.redo(task_id, printed(self.dag, task), why="")
 
     def _nvcc_path(self, task_id: int) -> str:
         return self.dag.tasks[self.dag.tasks[task_id].checked_by].module_ids[0]

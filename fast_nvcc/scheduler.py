@@ -440,7 +440,6 @@ class Runner:
             self.processes.cancel(task_id)
         elif record.start is None:
             record.guess_failed = why
-            record.guess_untested = not why
             queued = self.ready.remove(task_id)
             self._wait_for_early(as_task)
             if queued and not self._waiting[task_id]:

@@ -31,7 +31,6 @@ class Record:
     # seconds of work thrown away (a cicc stopped early and run as printed, or rerun whole).
     guess_failed: str = ""
     guess_lost: float = 0.0
-    guess_untested: bool = False  # run as printed before its guess could be tried (nothing learned)
     split: bool = False  # a host compile's back task that only had to assemble
     split_note: str = ""  # a host compile's back task: why it compiled as printed instead
     cached: bool | None = None  # True: a cache hit; False: a cacheable step that missed

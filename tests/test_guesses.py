@@ -325,21 +325,3 @@ def test_the_early_verdict_stops_a_guess_the_ids_prove_wrong_and_changes_those_n
     as_printed, _ = runner.redone[first.id]
     assert not as_printed.own_module_id and "--gen_module_id_file" not in as_printed.argv
     assert as_printed.argv == dag.tasks[first.checked_by].rerun
-
-
-def test_a_guess_that_has_not_started_when_nvccs_id_is_there_runs_as_printed_untested(tmp_path):
-    dag, cudafe, (first, second, third), nvcc_path, verdicts = _verdict_case(tmp_path)
-    runner = _Runner(dag, {first.id: 3696})
-    runner.records[first.id].start = 0.0
-    runner.records[cudafe.id].state = State.DONE
-    nvcc_path.write_text("_2287aca6_10_kernels_cu_b49be419")
-    verdicts.poll(runner)
-    # The running one waits for its own id; those not started need no guess any more.
-    assert {t: why for t, (_, why) in runner.redone.items()} == {second.id: "", third.id: ""}
-    # Its own id is written (by a live process that no longer holds it open: this one), and
-    # differs: stopped.
-    own = dag.tasks[first.checked_by].module_ids[1]
-    Path(own).write_text("_2287aca6_10_kernels_cu__Z3foov")
-    runner.processes.pids[first.id] = os.getpid()
-    verdicts.poll(runner)
-    assert runner.redone[first.id][1] == DIFFERS
