@@ -74,11 +74,22 @@ def test_merged_trace_has_nvcc_structure(nvcc, templates):
     def stable(spans: Counter) -> Counter:
         return Counter({k: v for k, v in spans.items() if k[2] != "OptFunction"})
 
-    def functions(spans: Counter) -> set:
-        return {(k[0], k[1], k[3], k[4]) for k in spans if k[2] == "OptFunction"}
+    def functions(spans: Counter) -> dict:
+        found: dict = {}
+        for k in spans:
+            if k[2] == "OptFunction":
+                found.setdefault((k[0], k[1]), set()).add(k[3])
+        return found
 
     assert stable(ours["tool_spans"]) == stable(theirs["tool_spans"])
-    assert functions(ours["tool_spans"]) == functions(theirs["tool_spans"])
+    # Which functions get a span of their own varies too: cicc leaves out the ones it optimised
+    # fastest, and heavy<N>'s instantiations sit near that line (two plain nvcc runs named
+    # different ones, 2026-11-25), and so does whether one nests in another.  The same tools
+    # and threads name mostly the same functions.
+    ours_functions, their_functions = functions(ours["tool_spans"]), functions(theirs["tool_spans"])
+    assert ours_functions.keys() == their_functions.keys()
+    for where, names in their_functions.items():
+        assert len(names & ours_functions[where]) >= len(names | ours_functions[where]) / 2, where
 
 
 @pytest.mark.nvcc
