@@ -24,7 +24,7 @@ from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, esti
 from .hostsplit import STUB_DIFFERS
 from .leftovers import make_workdir, remove_dead
 from .memory import budget_from_environment
-from .module_id import PID, id_template
+from .module_id import PID, id_template, read_id
 from .plan import Kind, Plan, PlanError, Step, parse_plan, retarget, run_dryrun, temp_name
 from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
 from .slots import pool_directory, slots_from_environment
@@ -332,10 +332,11 @@ class _Learned:
         return estimate(self.costs, source=source, tool=step.tool, arch=step.arch or "", kind=step.kind).seconds
 
     def _compile_steps(self, step: Step, kind: Kind, arch: str | None = None) -> float:
-        """The expected seconds of the same compile's step of ``kind`` (and ``arch``)."""
+        """The expected seconds of the same compile's step of ``kind`` (and ``arch``: "" for
+        the host's, None for any)."""
         source = self.owners.get(step.index, "")
         found = [s for s in self.plan.steps if s.kind is kind and self.owners.get(s.index, "") == source
-                 and (arch is None or s.arch == arch)]  # fmt: skip
+                 and (arch is None or (s.arch or "") == arch)]  # fmt: skip
         return max((self._seconds(s) for s in found), default=0.0)
 
     def guess_module_id(self, step: Step) -> bool | str:
@@ -348,17 +349,11 @@ class _Learned:
         failure = self.memory.failure(source, guesses.MODULE_ID, step.arch or "")
         return guesses.guess_module_id(
             failure,
-            host_preprocess=self._host_preprocess(step),
+            host_preprocess=self._compile_steps(step, Kind.PREPROCESS, ""),
             cudafe=self._compile_steps(step, Kind.CUDAFE),
             device_preprocess=self._compile_steps(step, Kind.PREPROCESS, step.arch),
             cicc=self._seconds(step),
         )
-
-    def _host_preprocess(self, step: Step) -> float:
-        source = self.owners.get(step.index, "")
-        host = [s for s in self.plan.steps if s.kind is Kind.PREPROCESS and not s.arch
-                and self.owners.get(s.index, "") == source]  # fmt: skip
-        return max((self._seconds(s) for s in host), default=0.0)
 
     def split_host(self, step: Step) -> bool:
         failure = self.memory.failure(self.owners.get(step.index, ""), guesses.HOST_SPLIT)
@@ -380,7 +375,7 @@ def _outcomes(dag: Dag, records: Sequence[Record], owners: Mapping[int, str], *,
             why = record.guess_failed or check.guess_failed
             lost = record.guess_lost + check.guess_lost
             # nvcc's id: one that carries cudafe++'s pid is what the next compile predicts from.
-            template = id_template(_read_or_empty(os.path.join(cwd, dag.tasks[task.checked_by].module_ids[0])))
+            template = id_template(read_id(os.path.join(cwd, dag.tasks[task.checked_by].module_ids[0])) or b"")
             detail = "" if template is None else guesses.module_id_detail(template, cwd=cwd)
             if task.predicted_module_id is not None:
                 found.append(guesses.Outcome(source, guesses.PREDICTED_MODULE_ID, arch, not why, why, lost))
@@ -397,14 +392,6 @@ def _outcomes(dag: Dag, records: Sequence[Record], owners: Mapping[int, str], *,
                 guess = guesses.EARLY_STUB if record.guess_failed == STUB_DIFFERS else guesses.HOST_SPLIT
                 found.append(guesses.Outcome(source, guess, "", False, record.guess_failed, record.guess_lost))
     return found
-
-
-def _read_or_empty(path: str) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
-        return b""
 
 
 def _handlers(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, combined: bool):

@@ -74,12 +74,12 @@ class EarlyInputs:
         assert task.early is not None
         writer, path, copy = task.early
         self._pending[task.id] = (writer, os.path.join(self.cwd, path), copy, added)
-        self._predicted.pop(task.id, None)  # run again: on nvcc's own id
 
     def wait_again(self, task: Task, *, writer_done: bool) -> bool:
         """``task`` runs again and needs its early file: True when it may go now (its writer
         is done), else it waits here until the file is written."""
         assert task.early is not None
+        self._predicted.pop(task.id, None)  # run again: on nvcc's own id
         if writer_done:
             keep_copy(os.path.join(self.cwd, task.early[1]), task.early[2])
             return True

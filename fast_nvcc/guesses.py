@@ -50,7 +50,7 @@ class Outcome:
     held: bool
     why: str = ""
     lost: float = 0.0  # seconds of work thrown away
-    detail: str = ""  # a module_id that carried its writer's pid: the id, PID_PLACE for the pid
+    detail: str = ""  # a module_id that carried its writer's pid: module_id_detail's JSON
 
 
 def worth_guessing(failure: float, *, saving: float, waste: float) -> bool:
@@ -97,7 +97,6 @@ class Memory:
             return 0.0 if held else 1.0
         failed, tried = self.rates.get(guess, (0, 0))
         return (failed + PRIOR_FAILURE * PRIOR_WEIGHT) / (tried + PRIOR_WEIGHT)
-
 
     def predicted_module_id(self, source: str, arch: str, *, cwd: str) -> str | None:
         """The module_id a cicc of ``source`` may run on before cudafe++ ends: the last one,

@@ -254,7 +254,7 @@ def run_back(run: TaskRun, cache=None) -> None:
     if task.stub is not None:
         stub = _real_stub(run)
         if isinstance(front, _Front) and not _stub_holds(front, stub):
-            front = _failed(run, front, STUB_DIFFERS)
+            front = _failed(run, STUB_DIFFERS)
     try:
         real = read_bytes(private).decode("utf-8", "surrogateescape")
     except FileNotFoundError:  # fatbinary made none: nor may the placeholder stay
@@ -262,7 +262,7 @@ def run_back(run: TaskRun, cache=None) -> None:
             os.remove(real_path)
         record.split_note = "fatbinary wrote no .fatbin.c"
         if isinstance(front, _Front):
-            _failed(run, front, record.split_note)
+            _failed(run, record.split_note)
         run.exec(task.argv)
         return
     os.replace(private, real_path)  # the real file where nvcc has it, for the fallback too
@@ -278,7 +278,7 @@ def run_back(run: TaskRun, cache=None) -> None:
             text = read_bytes(front.assembly).decode("utf-8", "surrogateescape")
             assembly = patch(text, front.placeholder, fatbin)
         if assembly is None:
-            front = _failed(run, front, "its .fatbin.c does not match the learned placeholder (learned anew)")
+            front = _failed(run, "its .fatbin.c does not match the learned placeholder (learned anew)")
         else:
             write_atomically(front.assembly, assembly.encode("utf-8", "surrogateescape"))
             spawned = run.spawn(front.driver.assembler, tag="as", env=front.driver.env)
@@ -293,18 +293,18 @@ def run_back(run: TaskRun, cache=None) -> None:
                 if cache is not None:
                     cache.store_object(run)
                 return
-            front = _failed(run, front, f"as failed (exit {spawned.returncode})")
+            front = _failed(run, f"as failed (exit {spawned.returncode})")
     record.split_note = front or "its front did not run"
-    if not record.guess_failed and front.startswith((_CC1PLUS_FAILED, _NOT_CC1PLUS_AS)):
-        # Splits that will not hold for this compile another time either.
-        record.guess_failed = front
-        record.guess_lost = run.runner.records[task.front].seconds if front.startswith(_CC1PLUS_FAILED) else 0.0
+    if not record.guess_failed and record.split_note.startswith(_NOT_CC1PLUS_AS):
+        record.guess_failed = record.split_note  # a split that will never hold for this compile
+    elif not record.guess_failed and record.split_note.startswith(_CC1PLUS_FAILED):
+        _failed(run, record.split_note)
     run.exec(task.argv)
     if cache is not None:
         cache.store_object(run)
 
 
-def _failed(run: TaskRun, front: _Front, why: str) -> str:
+def _failed(run: TaskRun, why: str) -> str:
     """The split did not hold after its front compiled: what was thrown away, and why."""
     run.record.guess_failed = why
     run.record.guess_lost = run.runner.records[run.task.front].seconds

@@ -71,8 +71,9 @@ def printed(dag: Dag, task: Task) -> Task:
 
 def id_template(module_id: bytes) -> str | None:
     """An id that carries its writer's pid, with PID_PLACE where the pid goes: what a later
-    compile of the same source predicts from (nvcc 13.0: the rest depends on the source's
-    path and name, not on the run; ``_9e7129fc_11_pidheavy_cu_5ee0b1f1_`` in every run)."""
+    compile of the same source from the same working directory predicts from (nvcc 13.0: the
+    rest follows the source's path and name and the working directory, not the run;
+    ``_9e7129fc_11_pidheavy_cu_5ee0b1f1_`` in every run)."""
     match = _WITH_PID.search(module_id)
     if match is None:
         return None
@@ -107,13 +108,13 @@ class EarlyVerdicts:
             writer = task.early[0]
             nvcc_path, own_path = (os.path.join(self.cwd, p) for p in check.module_ids)
             writer_done = runner.records[writer].state is State.DONE
-            nvcc_id = _read(nvcc_path) if writer_done or written(nvcc_path, pids.get(writer)) else None
+            nvcc_id = read_id(nvcc_path) if writer_done or written(nvcc_path, pids.get(writer)) else None
             if task.predicted_module_id is not None:
                 # Its id was written before it started; only nvcc's final one can tell.
-                own_id = _read(own_path)  # there once the task was released
+                own_id = read_id(own_path)  # there once the task was released
                 why = PREDICTION_DIFFERS if nvcc_id is not None and own_id is not None and nvcc_id != own_id else None
             else:
-                own_id = _read(own_path) if written(own_path, pids.get(task_id)) else None
+                own_id = read_id(own_path) if written(own_path, pids.get(task_id)) else None
                 why = verdict(nvcc_id, own_id, writer_pid=self._pids.get(writer), cicc_pid=pids.get(task_id))
             if why is not None:
                 # With a process id in the id, every cicc of the compile that guessed fails too.
@@ -128,7 +129,8 @@ class EarlyVerdicts:
         return self.dag.tasks[self.dag.tasks[task_id].checked_by].module_ids[0]
 
 
-def _read(path: str) -> bytes | None:
+def read_id(path: str) -> bytes | None:
+    """The module_id in ``path``; None when there is none to read."""
     try:
         return read_bytes(path)
     except OSError:

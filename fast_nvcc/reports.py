@@ -53,7 +53,6 @@ class StepReport:
     waited: float  # seconds from ready to start: waiting for a slot (or for -j)
     bytes_read: int
     bytes_written: int
-    reran: bool
     cached: bool | None
     command: tuple[str, ...]
     preds: tuple[int, ...]
@@ -175,7 +174,6 @@ def build_report(
                 waited=record.waited,
                 bytes_read=read,
                 bytes_written=written,
-                reran=record.reran,
                 cached=record.cached,
                 command=_command_of(task),
                 preds=tuple(sorted(dag.preds[task.id])),
