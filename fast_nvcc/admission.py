@@ -24,6 +24,10 @@ class Admission:
         self._short: set[int] = set()  # running short tasks: a local slot, no shared one
         self._elsewhere: dict[Action, int] = {}  # running tasks of handlers with a capacity
         self._free_slots = list(range(jobs - 1, -1, -1))
+        # Extra cores of running split steps (fast_nvcc.core_grants): a local slot and a shared
+        # slot each, like a step of their own.
+        self._widened: list[int] = []
+        self.refused = ""  # why the last reserve() said no: "slot" or "memory"
 
     @property
     def free(self) -> bool:
@@ -42,11 +46,13 @@ class Admission:
         made to wait its turn by rank behind other compiles' long steps, the fatbinary of the
         build's last compile once waited 6 s for a slot after both its ptxas were done (2 cores,
         light + heavy build, 2026-11-25), and the whole build with it."""
+        self.refused = "slot"
         if not self._free_slots:
             return False
         if short:
+            self.refused = "memory"
             return self.memory is None or self.memory.reserve(task.id, now=now)
-        if self._commands < self.slots.implicit + self.slots.held:
+        if self._commands + len(self._widened) < self.slots.implicit + self.slots.held:
             # An idle slot of ours: keep it, unless this would be an extra step of this compile
             # (or any step, once the pool says started compiles compete) and the pool has a
             # better claim waiting (it is released below and asked for anew).
@@ -56,6 +62,7 @@ class Admission:
             return False
         # The memory budget (fast_nvcc.memory) after the slot, so that a step held back for
         # memory gives its slot back (release_idle) to one that fits.
+        self.refused = "memory"
         return self.memory is None or self.memory.reserve(task.id, now=now)
 
     def start(self, task: Task, *, takes_slot: bool, capacity: int | None,
@@ -71,7 +78,7 @@ class Admission:
             return slot, "short"
         if slot is not None:
             self._commands += 1
-            over_pool = self.slots.over_pool(self._commands - self.slots.implicit)
+            over_pool = self.slots.over_pool(self._commands + len(self._widened) - self.slots.implicit)
         return slot, over_pool
 
     def end(self, task: Task, slot: int | None, *, takes_slot: bool, capacity: int | None) -> None:
@@ -84,7 +91,23 @@ class Admission:
         if capacity is not None:
             self._elsewhere[task.action] -= 1
 
+    def widen(self, priority: float) -> bool:
+        """One more core for a running split step of remaining path ``priority``: a local
+        slot (-j) and a shared one, asked for at that rank."""
+        if not self._free_slots:
+            return False
+        if self.slots.held < max(0, self._commands + len(self._widened) + 1 - self.slots.implicit):
+            if not self.slots.try_acquire(priority):
+                return False
+        self._widened.append(self._free_slots.pop())
+        return True
+
+    def narrow(self) -> None:
+        """A split step gives back one of its extra cores (its shared slot goes at once)."""
+        self._free_slots.append(self._widened.pop())
+        self.release_idle()
+
     def release_idle(self) -> None:
         """Give back shared slots no running step uses, so other compiles can have them."""
-        while self.slots.held > max(0, self._commands - self.slots.implicit):
+        while self.slots.held > max(0, self._commands + len(self._widened) - self.slots.implicit):
             self.slots.release()

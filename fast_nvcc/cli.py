@@ -68,6 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="run cicc and ptxas through sccache: its cache and its sccache-dist build servers, as sccache is"
         " configured (also FAST_NVCC_REMOTE=sccache)",
     )
+    parser.add_argument(
+        "--split", type=positive_int, metavar="N",
+        help="add nvcc's --split-compile N to every compile of a .cu source (or those of --split-sources): "
+        "nvcc's split objects, cicc and ptxas on up to N idle cores (also FAST_NVCC_SPLIT=N)",
+    )
+    parser.add_argument(
+        "--split-sources", metavar="GLOB[,GLOB]",
+        help="--split only for sources matching one of these globs: a file name (*_grouped.cu), or a path"
+        " with a / (*/activation/*.cu) (also FAST_NVCC_SPLIT_SOURCES)",
+    )
     reports = parser.add_argument_group("where the time goes (none of these changes the compile)")
     reports.add_argument(
         "--device-trace", action="store_true",
@@ -155,7 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     device_trace = options.device_trace or os.environ.get("FAST_NVCC_DEVICE_TRACE", "0") not in ("", "0")
     try:
         from .driver import Config, run
+        from .split_option import settings
 
+        split, split_sources = settings(options.split, options.split_sources, os.environ)
         config = Config(
             nvcc=nvcc or options.nvcc,
             jobs=options.jobs,
@@ -172,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache=options.cache,
             device_trace=device_trace,
             remote=options.remote,
+            split=split,
+            split_sources=split_sources,
         )
         return run(config, nvcc_args)
     except FastNvccError as exc:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from . import depfile, device_trace, exit_codes, guesses, nvcc_args
+from . import depfile, device_trace, exit_codes, guesses, nvcc_args, split_option
 from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
@@ -53,6 +53,8 @@ class Config:
     cache: bool = False  # --cache or FAST_NVCC_CACHE=1
     device_trace: bool = False  # --device-trace or FAST_NVCC_DEVICE_TRACE=1
     remote: str | None = None  # --remote (else FAST_NVCC_REMOTE)
+    split: int | None = None  # --split N (else FAST_NVCC_SPLIT): nvcc's --split-compile N added
+    split_sources: tuple[str, ...] = ()  # ... only to sources matching these (--split-sources)
 
     @property
     def wants_report(self) -> bool:
@@ -83,6 +85,11 @@ def run(config: Config, args: Sequence[str]) -> int:
     started = time.time()
     nvcc = find_nvcc(config.nvcc, env=env)
     cwd = os.getcwd()
+    # The user's choice of nvcc's output, whatever runs it (FAST_NVCC_DISABLE included).
+    split = split_option.with_split(args, config.split, config.split_sources, env=env, cwd=cwd)
+    if len(split) != len(args):
+        _say(config, f"--split {config.split}: nvcc's --split-compile {config.split} added")
+    args = split
     if config.graph:
         from . import reports
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from .captures import Captures
+from .core_grants import hold
 from .graph import Action, Task
 from .process_groups import kill_trees, wait_for_group
 from .task_records import StepFailed
@@ -51,6 +52,7 @@ class Processes:
         self.combine_output = combine_output
         self.captures = captures
         self._running: dict[int, _Running] = {}
+        self._pins: dict[int, frozenset[int]] = {}  # split steps: the CPUs their threads may use
         self._lock = threading.Lock()
         self._watchdog: Watchdog | None = None  # started with the first command
 
@@ -106,7 +108,7 @@ class Processes:
                             env=self.env if env is None else env,
                             cwd=cwd or self.cwd,
                             process_group=0,
-                            preexec_fn=functools.partial(die_with_parent, os.getpid()),
+                            preexec_fn=functools.partial(_in_child, os.getpid(), self._pins.get(task.id)),
                         )
                     except OSError as exc:
                         # A command that cannot start fails the way sh, which nvcc runs it
@@ -136,6 +138,19 @@ class Processes:
             captures.append((2, err_path))
         captures = [(fd, path) for fd, path in captures if not self.captures.discard_if_empty(path)]
         return Spawned(run.proc.returncode, captures, usage)
+
+    def pin(self, task_id: int, cpus: frozenset[int] | None) -> None:
+        """Hold the threads of ``task_id``'s commands to ``cpus`` (fast_nvcc.core_grants), those
+        it runs now and those it starts later; None: no more holding."""
+        with self._lock:
+            if cpus is None:
+                self._pins.pop(task_id, None)
+                return
+            self._pins[task_id] = cpus
+            run = self._running.get(task_id)
+            pid = run.proc.pid if run is not None and run.proc is not None and run.proc.returncode is None else None
+        if pid is not None:
+            hold(pid, cpus)
 
     def runs(self, task_id: int) -> bool:
         """Does ``task_id`` run (its end not handled yet)?"""
@@ -202,6 +217,13 @@ class Processes:
         """The run has ended in order: the watchdog leaves without doing anything."""
         if self._watchdog is not None:
             self._watchdog.close()
+
+
+def _in_child(parent: int, cpus: frozenset[int] | None) -> None:
+    """Between fork and exec: die with fast_nvcc; a split step's threads on its cores."""
+    die_with_parent(parent)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
 
 
 def _report_as_sh(status: int, stderr: BinaryIO) -> int:

@@ -65,6 +65,7 @@ class StepReport:
     oom_rerun: bool = False  # killed for memory and run again (fast_nvcc.memory)
     guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guesses): why
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
+    cores: int = 0  # a split step: the most cores its threads held at once (core_grants)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +187,7 @@ def build_report(
                 oom_rerun=record.oom_rerun,
                 guess_failed=record.guess_failed,
                 guess_lost=record.guess_lost,
+                cores=record.cores,
             )
         )
     return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at)
@@ -587,6 +589,7 @@ def log_record(
                 **({"memory_evicted": True} if s.memory_evicted else {}),
                 **({"oom_rerun": True} if s.oom_rerun else {}),
                 **({"guess_failed": s.guess_failed, "guess_lost": round(s.guess_lost, 6)} if s.guess_failed else {}),
+                **({"cores": s.cores} if s.cores else {}),
             }
             for s in report.steps
         ]

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from .admission import Admission
 from .any_of import AnyOfGroups
 from .captures import Captures
+from .core_grants import Grants, split_threads
 from .early_inputs import EarlyInputs
 from .emitter import Emitter
 from .graph import HANDLED_BY, Action, Dag, Task
@@ -276,6 +277,14 @@ class Runner:
         )
         self.early = EarlyInputs(dag, cwd=cwd)
         self.watches = feature_watches(dag, cwd=cwd)
+        # Steps told -split-compile N run on as many cores as the slots grant them (core_grants).
+        self._split = {t.id: n for t in dag.tasks if not t.optional and (n := split_threads(t.step.argv))}
+        self.grants: Grants | None = None
+        if self._split:
+            from .slots import pool_directory
+
+            self.grants = Grants(self.admission, pool_directory=getattr(self.slots, "directory", None)
+                                 or pool_directory(self.env), pin=self.processes.pin)  # fmt: skip
         self._redo: dict[int, tuple[Task, str]] = {}  # running tasks to run again, and why
 
     def close(self) -> None:
@@ -342,12 +351,16 @@ class Runner:
                     if self.memory is not None:
                         self.memory.withdraw()
                 self.admission.release_idle()
+                if self.grants:
+                    self.grants.poll(ours_waiting=waits and self.admission.refused == "slot",
+                                     priority_of=self._remaining)  # fmt: skip
                 if not self.processes.running:
                     if not ready:
                         break
                     time.sleep(0.01)  # nothing of ours runs: wait for the pool to free a slot
                     continue
-                watching = self.early or any(self.watches)  # files appear while steps run
+                # files appear while steps run; split steps' cores free up
+                watching = self.early or any(self.watches) or self.grants
                 event = self._next_event(timeout=0.02 if blocked else 0.05 if watching else 0.5)
                 if event is None:
                     continue
@@ -355,6 +368,11 @@ class Runner:
                 killed = self.processes.end(task_id)
                 record = self.records[task_id]
                 handler = self._handler(tasks[task_id])
+                if self.grants is not None:
+                    grant = self.grants.end(task_id)
+                    if grant is not None:
+                        self.processes.pin(task_id, None)
+                        record.cores = max(record.cores, grant.most)
                 self.admission.end(
                     tasks[task_id], record.slot, takes_slot=handler.takes_slot, capacity=handler.capacity
                 )
@@ -415,6 +433,8 @@ class Runner:
             if guard is not None:
                 guard.close()
             self._join()
+            if self.grants is not None:
+                self.grants.close()
             self.slots.release_all()
             self.processes.close()
         emitter.forward(upto=None if failed is None else tasks[failed].order, final=failed is None)
@@ -496,6 +516,11 @@ class Runner:
         self.records[task.id].ready = self._now()
         self.ready.push(task)
 
+    def _remaining(self, task_id: int) -> float:
+        """A task's remaining path, less the time it has run already."""
+        start = self.records[task_id].start
+        return max(0.0, self.ready.priority(task_id) - (0.0 if start is None else self._now() - start))
+
     def _handler(self, task: Task) -> Handler:
         return self.handlers[task.action]
 
@@ -559,6 +584,9 @@ class Runner:
         if record.slot is not None and self.memory is not None:
             record.memory_wait = self.memory.waited(task.id)
         record.start = self._now()
+        if self.grants is not None and task.id in self._split and handler.takes_slot and handler.capacity is None:
+            record.cores = max(record.cores, 1)
+            self.processes.pin(task.id, self.grants.start(task.id, self._split[task.id], self._remaining(task.id)))
         self.processes.begin(task)
         self._notify("start", task, record)
         thread = threading.Thread(target=self._work, args=(task,), daemon=True)

@@ -37,6 +37,7 @@ class Record:
     remote: str | None = None  # sent to sccache: what became of it (sccache_stats.Outcome)
     remote_note: str = ""  # why it ran here after all
     slot: int | None = None
+    cores: int = 0  # a split step (-split-compile N): the most cores its threads held at once
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_wait: float = 0.0  # seconds of its wait spent held back by the memory budget
     memory_stopped: float = 0.0  # seconds it was stopped (SIGSTOP) for lack of memory

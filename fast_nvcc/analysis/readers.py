@@ -167,6 +167,7 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
             oom_rerun=bool(step.get("oom_rerun", False)),
             guess_failed=str(step.get("guess_failed", "")),
             guess_lost=_float_or_none(step.get("guess_lost")) or 0.0,
+            cores=int(step.get("cores") or 0),
         )
         for step in data.get("steps") or ()
     )

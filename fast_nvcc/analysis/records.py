@@ -46,6 +46,7 @@ class Step:
     oom_rerun: bool = False  # killed for memory and run again
     guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guesses): why
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
+    cores: int = 0  # a split step: the most cores its threads held at once
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,329 @@
+"""Split steps share the machine (fast_nvcc.core_grants): how many threads a step has, who gets
+a core and who gives one back (made-up ranks and slots), and with the real nvcc, a split cicc held
+to the one core it was granted and then widened as a slot frees, its output nvcc's; and
+``--split`` (fast_nvcc.split_option), which adds nvcc's flag to the sources it names."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from fast_nvcc.admission import Admission
+from fast_nvcc.core_grants import Grant, Grants, narrowing, split_threads, widening_order
+from fast_nvcc.errors import FastNvccError
+from fast_nvcc.graph import Action, Task
+from fast_nvcc.plan import Kind, Step
+from fast_nvcc.pool_files import SlotLocks
+from fast_nvcc.slots import Slots
+from fast_nvcc.split_option import matches, settings, with_split
+
+from helpers import fast_nvcc_command, mask, run_tool
+
+# -- how many threads -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, threads",
+    [
+        (["cicc", "-arch", "compute_90", "-split-compile", "4", "x.ii"], 4),  # cicc, nvlink
+        (["ptxas", "-split-compile=4", "-arch=sm_90", "-split-compile=8", "x.ptx"], 8),  # the last counts
+        (["nvlink", "-split-compile-extended", "3", "a.o"], 3),  # nvlink under -dlto
+        (["cicc", "-split-compile", "0", "x.ii"], 16),  # every CPU of the machine
+        (["cicc", "-split-compile", "1", "x.ii"], None),  # one thread: not a split step
+        (["ptxas", "-arch=sm_90", "x.ptx"], None),
+        (["fatbinary", '--cmdline= -split-compile=4 ', "--cicc-cmdline=-split-compile 4"], None),  # not its own
+    ],
+)
+def test_a_step_has_as_many_threads_as_its_split_compile_says(argv, threads):
+    assert split_threads(argv, machine_cpus=16) == threads
+
+
+# -- who gets a core, who gives one back (made-up numbers) --------------------------------------
+
+
+def test_a_widened_step_gives_a_core_back_when_its_own_compile_or_a_better_ranked_waiter_needs_one():
+    long, short = Grant(1, 16, priority=300.0, cores=[0, 1, 2]), Grant(2, 16, priority=40.0, cores=[3, 4])
+    narrow = Grant(3, 16, priority=10.0, cores=[5])
+    never = lambda priority: False  # noqa: E731
+    assert narrowing([long, short, narrow], ours_waiting=False, outranked=never) is None
+    # A step of this compile waits: the lowest-ranked widened step gives one back, not the one
+    # on a single core.
+    assert narrowing([long, short, narrow], ours_waiting=True, outranked=never) is short
+    # A waiter of the machine ranked between the two: the lower one gives back.
+    assert narrowing([long, short], ours_waiting=False, outranked=lambda p: p < 100.0) is short
+    assert narrowing([long], ours_waiting=False, outranked=lambda p: p < 100.0) is None
+    # Nothing widened: nothing to give back.
+    assert narrowing([narrow], ours_waiting=True, outranked=lambda p: True) is None
+
+
+def test_the_longest_remaining_path_asks_first_and_a_full_step_not_at_all():
+    a = Grant(1, 4, priority=100.0, cores=[0])
+    b = Grant(2, 4, priority=300.0, cores=[1, 2])
+    c = Grant(3, 2, priority=500.0, cores=[3, 4])  # has its two cores
+    d = Grant(4, 8, priority=100.0, cores=[5, 6])  # a tie: the narrower one first
+    assert widening_order([a, b, c, d]) == [b, a, d]
+
+
+class FreeSlots(Slots):
+    """A pool with ``free`` slots left and waiters ranked at ``waiter`` seconds of path."""
+
+    implicit = 0  # like the machine-wide pool: every step holds a slot
+
+    def __init__(self, free: int, waiter: float = 0.0) -> None:
+        super().__init__()
+        self.free, self.waiter = free, waiter
+
+    def try_acquire(self, priority: float = 0.0) -> bool:
+        if self.free <= 0 or priority < self.waiter:
+            return False
+        self.free -= 1
+        self.held += 1
+        return True
+
+    def outranked(self, priority: float) -> bool:
+        return priority < self.waiter
+
+    def release(self) -> None:
+        self.free += 1
+        self.held -= 1
+
+
+def _grants(tmp_path: Path, slots: Slots, jobs: int = 16):
+    pins: dict[int, frozenset[int]] = {}
+    admission = Admission(jobs=jobs, slots=slots, memory=None)
+    # A made-up machine of 16 CPUs: the pins are only recorded here.
+    grants = Grants(admission, pool_directory=str(tmp_path), pin=pins.__setitem__, cpus=range(16))
+    return admission, grants, pins
+
+
+def _running(admission: Admission, count: int) -> None:
+    """``count`` steps start, as the runner starts them: a slot each."""
+    for task_id in range(count):
+        step = Step(index=task_id, text="cicc", kind=Kind.CICC, tool="cicc", argv=("cicc",))
+        task = Task(task_id, step, Action.EXEC, argv=step.argv)
+        assert admission.reserve(task, 0.0, now=0.0)
+        admission.start(task, takes_slot=True, capacity=None)
+
+
+def test_free_slots_go_to_the_longest_path_up_to_its_threads_and_come_back_when_it_ends(tmp_path):
+    slots = FreeSlots(free=5)
+    slots.implicit = 1
+    admission, grants, pins = _grants(tmp_path, slots)
+    _running(admission, 2)  # two split steps, the implicit slot and one of the pool: 4 left
+    long, short = grants.start(1, 4, 200.0), grants.start(2, 8, 50.0)
+    assert len(long) == 1 and len(short) == 1 and long != short  # a core each, not the same one
+    priorities = {1: 200.0, 2: 50.0}
+    grants.poll(ours_waiting=False, priority_of=priorities.__getitem__)
+    # The long one takes three more (four threads), the short one the last free slot.
+    assert len(pins[1]) == 4 and len(pins[2]) == 2
+    assert not pins[1] & pins[2]
+    assert slots.free == 0
+    # The long one ends: its three extra slots go back, and the short one takes them.
+    grants.end(1)
+    assert slots.free == 3
+    grants.poll(ours_waiting=False, priority_of=priorities.__getitem__)
+    assert len(pins[2]) == 5 and slots.free == 0
+    grants.close()
+
+
+def test_a_step_of_its_own_compile_and_a_better_ranked_waiter_each_take_a_core_back(tmp_path):
+    slots = FreeSlots(free=3)
+    admission, grants, pins = _grants(tmp_path, slots)
+    _running(admission, 1)
+    grants.start(1, 8, 100.0)
+    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    assert len(pins[1]) == 3 and slots.free == 0
+    grants.poll(ours_waiting=True, priority_of=lambda _: 100.0)  # a ready step of ours waits
+    assert len(pins[1]) == 2 and slots.free == 1
+    grants.poll(ours_waiting=True, priority_of=lambda _: 100.0)
+    assert len(pins[1]) == 1 and slots.free == 2
+    grants.poll(ours_waiting=True, priority_of=lambda _: 100.0)  # its own core stays
+    assert len(pins[1]) == 1
+    # No one of ours waits, but a waiter ranked at 150 s does: no widening past it.
+    slots.waiter = 150.0
+    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    assert len(pins[1]) == 1 and slots.free == 2
+    slots.waiter = 0.0
+    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    assert len(pins[1]) == 3
+    grants.close()
+    assert slots.free == 2  # its own step's slot is the runner's to give back
+
+
+def test_the_local_bound_limits_the_cores_a_run_takes(tmp_path):
+    slots = FreeSlots(free=10)
+    admission, grants, pins = _grants(tmp_path, slots, jobs=3)
+    _running(admission, 1)
+    grants.start(1, 8, 100.0)
+    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    assert len(pins[1]) == 3  # -j3: the step and two more cores
+    grants.close()
+
+
+def test_two_runs_hold_their_split_steps_to_different_cores(tmp_path):
+    first = _grants(tmp_path, FreeSlots(free=0))[1]
+    second = _grants(tmp_path, FreeSlots(free=0))[1]
+    assert first.start(1, 4, 10.0) != second.start(1, 4, 10.0)
+    first.close()
+    second.close()
+
+
+# -- --split: nvcc's flag added where the user asked ------------------------------------------
+
+
+def test_split_adds_nvccs_flag_to_the_cuda_sources_it_names(tmp_path):
+    env, cwd = {}, str(tmp_path)
+    args = ["-c", "src/cast/cast_grouped.cu", "-o", "x.o"]
+    assert with_split(args, 16, (), env=env, cwd=cwd) == [*args, "--split-compile", "16"]
+    assert with_split(args, 16, ("*_grouped.cu",), env=env, cwd=cwd)[-2:] == ["--split-compile", "16"]
+    assert with_split(args, 16, ("*/cast/*.cu",), env=env, cwd=cwd)[-2:] == ["--split-compile", "16"]
+    assert with_split(args, 16, ("*/gemm/*.cu", "adam.cu"), env=env, cwd=cwd) == args
+    # The user's own flag wins; objects and C++ sources get none; off without N.
+    own = ["-c", "a.cu", "-split-compile=4"]
+    assert with_split(own, 16, (), env=env, cwd=cwd) == own
+    assert with_split(["-o", "app", "a.o", "b.cpp"], 16, (), env=env, cwd=cwd) == ["-o", "app", "a.o", "b.cpp"]
+    assert with_split(args, None, (), env=env, cwd=cwd) == args
+
+
+def test_split_patterns_match_a_file_name_or_a_path():
+    assert matches("*_grouped.cu", "/te/common/activation/relu_grouped.cu")
+    assert not matches("*_grouped.cu", "/te/common/activation/relu.cu")
+    assert matches("activation/*.cu", "/te/common/activation/relu.cu")
+    assert matches("/te/*/cast_grouped.cu", "/te/common/cast/cast_grouped.cu")
+    assert not matches("cast/*.cu", "/te/common/activation/relu.cu")
+
+
+def test_split_settings_come_from_the_options_or_the_environment():
+    assert settings(None, None, {}) == (None, ())
+    assert settings(None, None, {"FAST_NVCC_SPLIT": "8", "FAST_NVCC_SPLIT_SOURCES": "a.cu, b/*.cu"}) == (8, ("a.cu", "b/*.cu"))
+    assert settings(4, "x.cu", {"FAST_NVCC_SPLIT": "8"}) == (4, ("x.cu",))
+    for bad in ("0", "many", "-1"):
+        with pytest.raises(FastNvccError, match="FAST_NVCC_SPLIT"):
+            settings(None, None, {"FAST_NVCC_SPLIT": bad})
+    with pytest.raises(FastNvccError, match="needs --split"):
+        settings(None, "a.cu", {})
+
+
+def test_split_zero_on_the_command_line_is_refused_in_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "fast_nvcc", "--split", "0", "--", "-c", "a.cu"],
+                          cwd=tmp_path, capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "--split" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- real nvcc ------------------------------------------------------------------------------------
+
+# Eight kernels, so that cicc's split has something to share out; cicc runs a few seconds.
+KERNELS = """
+template <int K> __device__ float mix(float x) {
+#pragma unroll
+  for (int i = 0; i < 2000; ++i) x = x * 1.0001f + float((i ^ K) % 7);
+  return x;
+}
+template <int K> struct Many {
+  __device__ static float run(float x) { return mix<K>(Many<K - 1>::run(x)); }
+};
+template <> struct Many<0> {
+  __device__ static float run(float x) { return x; }
+};
+template <int J> __global__ void kernel(float* data) { data[threadIdx.x] = Many<12 + J>::run(data[threadIdx.x]); }
+""" + "".join(f"template __global__ void kernel<{j}>(float*);\n" for j in range(8))
+
+LIGHT = "__global__ void light(float* p) { p[threadIdx.x] *= 2.0f; }\n"
+
+
+def _cicc_affinities(proc: subprocess.Popen, *, on_one_core) -> list[frozenset[int]]:
+    """The CPU sets the threads of ``proc``'s cicc were held to, in the order seen; calls
+    ``on_one_core`` once, when its threads are first seen held to one core."""
+    seen: list[frozenset[int]] = []
+    called = False
+    while proc.poll() is None:
+        try:
+            tree = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            tree = []
+        for child in tree:
+            try:
+                if child.name() != "cicc":
+                    continue
+                cpus = frozenset().union(*(os.sched_getaffinity(t.id) for t in child.threads()))
+            except (psutil.Error, OSError):
+                continue
+            if not seen or seen[-1] != cpus:
+                seen.append(cpus)
+            if len(cpus) == 1 and not called:
+                called = True
+                on_one_core()
+        time.sleep(0.02)
+    return seen
+
+
+@pytest.mark.nvcc
+def test_a_split_cicc_is_held_to_its_granted_core_then_widened_and_its_ptx_is_nvccs(nvcc, tmp_path):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU")
+    (tmp_path / "kernels.cu").write_text(KERNELS)
+    args = ["-ptx", "kernels.cu", "-o", "kernels.ptx", "-arch=sm_90", "--split-compile", "2"]
+    plain = run_tool([nvcc, *args], cwd=tmp_path, tmpdir=tmp_path / "t")
+    assert plain.returncode == 0, plain.stderr.decode()
+    (tmp_path / "kernels.ptx").unlink()
+
+    # A pool of two slots, one of them held by "another compile" (this test): the compile gets
+    # one core until the test gives its slot back.
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    other = SlotLocks(str(pool), 2)
+    (held,) = other.lock_free(1, skip=())
+    env = {**os.environ, "FAST_NVCC_POOL_DIR": str(pool), "FAST_NVCC_POOL_SIZE": "2", "TMPDIR": str(tmp_path / "t")}
+    env = {k: v for k, v in env.items() if not k.startswith("FAST_NVCC_") or k.startswith("FAST_NVCC_POOL")}
+    proc = subprocess.Popen(fast_nvcc_command(nvcc, args), cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        seen = _cicc_affinities(proc, on_one_core=lambda: other.unlock(held))
+    finally:
+        proc.wait(timeout=120)
+        other.close()
+    _, stderr = proc.communicate()
+    assert proc.returncode == 0, stderr.decode()
+    # Held to one core while the other slot was taken, then on both.
+    assert [len(cpus) for cpus in seen][:1] == [1], seen
+    assert any(len(cpus) == 2 for cpus in seen[1:]), seen
+    assert mask((tmp_path / "kernels.ptx").read_bytes()) == mask(plain.files["kernels.ptx"])
+
+
+@pytest.mark.nvcc
+def test_a_long_split_compile_beside_light_ones_gives_nvccs_objects(nvcc, tmp_path):
+    """``--split 2 --split-sources kernels.cu``: that compile is nvcc's with --split-compile 2,
+    the light ones beside it, started at once on a shared pool, plain nvcc's."""
+    (tmp_path / "kernels.cu").write_text(KERNELS)
+    for n in range(3):
+        (tmp_path / f"light{n}.cu").write_text(LIGHT.replace("light", f"light{n}"))
+    sources = ["kernels.cu", "light0.cu", "light1.cu", "light2.cu"]
+    arch = "-arch=sm_90"
+    expected = {}
+    for source in sources:
+        split = ["--split-compile", "2"] if source == "kernels.cu" else []
+        out = source.replace(".cu", ".o")
+        plain = run_tool([nvcc, "-c", source, "-o", out, arch, *split], cwd=tmp_path, tmpdir=tmp_path / "t")
+        assert plain.returncode == 0, plain.stderr.decode()
+        expected[out] = plain.files[out]
+        (tmp_path / out).unlink()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_") or k.startswith("FAST_NVCC_POOL")}
+    env.update(TMPDIR=str(tmp_path / "t"), FAST_NVCC_SPLIT="2", FAST_NVCC_SPLIT_SOURCES="kernels.cu")
+    procs = [
+        subprocess.Popen(fast_nvcc_command(nvcc, ["-c", s, "-o", s.replace(".cu", ".o"), arch]), cwd=tmp_path,
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        for s in sources
+    ]
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr.decode()
+    for out, data in expected.items():
+        assert mask((tmp_path / out).read_bytes()) == mask(data), out
+    assert not list((tmp_path / "t").iterdir())
