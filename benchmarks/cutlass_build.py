@@ -383,10 +383,17 @@ def analyze_log(records: Sequence[dict], *, cores: int) -> dict:
     longest = max(compiles, key=lambda r: r.get("critical_path_seconds") or 0.0)
     # Stub probes (optional work on idle cores) are not work the build needs.
     step_sum = sum(e - s for r in compiles for s, e in process_steps(r, needed=True))
+    # A split step (-split-compile N, fast_nvcc's core grants) ran on several cores: its cpu
+    # beyond its wall is work too.
+    split_cpu = sum(max(0.0, (s.get("cpu_seconds") or 0.0) - (s["end"] - s["start"]))
+                    for r in compiles for s in r.get("steps", ()) if s.get("cores"))  # fmt: skip
+    step_sum += split_cpu
     critical = longest.get("critical_path_seconds") or 0.0
     summary.update(
         critical_path_seconds=critical, critical_path_source=name[id(longest)], step_seconds=step_sum,
-        floor_seconds=max(critical, step_sum / cores),
+        floor_seconds=max(critical, step_sum / cores), split_cpu_seconds=split_cpu,
+        split_steps=sum(1 for r in compiles for s in r.get("steps", ()) if s.get("cores")),
+        most_cores=max((s.get("cores") or 0 for r in compiles for s in r.get("steps", ())), default=0),
         # Split, cc1plus ran on its own (a fallback logs an empty cc1plus step, then gcc -c).
         split_host=sum(1 for r in compiles if any(s.get("tool") == "cc1plus" and s.get("cpu_seconds") is not None
                                                   for s in r["steps"])),
@@ -632,7 +639,9 @@ def describe_log(label: str, log: dict, *, cores: int) -> str:
     waited = "the log's first_step_wait_seconds" if log.get("waits_from_log") else f"process start + {STARTUP_ALLOWANCE} s"
     text = (f"- {label}: floor = max(longest critical path {log['critical_path_seconds']:.1f} s "
             f"({log['critical_path_source']}), sum of steps {log['step_seconds']:.0f} s / {cores} cores = "
-            f"{log['step_seconds'] / cores:.1f} s); host compile split in {log['split_host']} of {log['compiles']} "
+            f"{log['step_seconds'] / cores:.1f} s"
+            f"{'; split steps ' + str(log['split_steps']) + ', up to ' + str(log['most_cores']) + ' cores, their cpu beyond their wall ' + format(log['split_cpu_seconds'], '.0f') + ' s counted' if log.get('split_steps') else ''}"
+            f"); host compile split in {log['split_host']} of {log['compiles']} "
             f"compiles; modes {log['modes']}{'; ' + str(log['failed']) + ' failed' if log['failed'] else ''}. "
             f"Longest wait for a first step: {worst['source']} {worst['first_step_after']:.2f} s after its process "
             f"started")

@@ -94,17 +94,25 @@ class Build:
     key: str
     label: str
     launcher: bool = False
+    split: bool = False  # nvcc's --split-compile N added (fast_nvcc's --split, FAST_NVCC_SPLIT)
+    plain: bool = False  # through fast_nvcc's launcher, but FAST_NVCC_DISABLE=1: plain nvcc
 
 
 BUILDS = {
     "nvcc": Build("nvcc", "nvcc"),
     "fast_nvcc-cold": Build("fast_nvcc-cold", "fast_nvcc, no cost history", launcher=True),
     "fast_nvcc-learned": Build("fast_nvcc-learned", "fast_nvcc, costs learned from the build before", launcher=True),
+    # The same compiles with --split-compile N: plain nvcc (fast_nvcc adds the flag and runs
+    # nvcc as is), the reference of the split objects, and fast_nvcc, no cost history.
+    "nvcc-split": Build("nvcc-split", "nvcc --split-compile N", launcher=True, split=True, plain=True),
+    "fast_nvcc-split": Build("fast_nvcc-split", "fast_nvcc --split N, no cost history", launcher=True, split=True),
 }
 # A group's builds share one fast_nvcc state directory (history, pool) and run in this order;
 # a single build key is a group of its own, and fast_nvcc-learned alone keeps the state that an
 # earlier fast_nvcc-cold left in --work.
 GROUPS = {"nvcc": ["nvcc"], "fast_nvcc": ["fast_nvcc-cold", "fast_nvcc-learned"]}
+# What a variant's objects are compared with.
+REFERENCE = {"fast_nvcc-split": "nvcc-split"}
 STATE_GROUP = {"fast_nvcc-cold": "fast_nvcc", "fast_nvcc-learned": "fast_nvcc"}
 
 
@@ -118,9 +126,12 @@ class Config:
     source_root: str
     nvcc: str
     staged: str  # the staged tarball's MANIFEST: TE's and CUTLASS's commits, the wheels
+    split: str = ""  # the split variants' N and source patterns ("16", "16 *_grouped.cu")
 
     def fingerprint(self) -> str:
         fields = [self.sources, self.archs, self.jobs, self.source_root, self.nvcc, self.staged]
+        if self.split:
+            fields.append(self.split)
         return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
 
@@ -224,7 +235,8 @@ def warm_page_cache(root: Path, nvcc: str) -> None:
 # -- one build ---------------------------------------------------------------------------------
 
 
-def build_environment(*, state: Path, log: Path, tmp: Path) -> dict[str, str]:
+def build_environment(*, state: Path, log: Path, tmp: Path, build: Build | None = None,
+                      split: tuple[int, str] | None = None) -> dict[str, str]:  # fmt: skip
     # The caller's fast_nvcc settings, and TE's build knobs (NVTE_BUILD_THREADS_PER_JOB,
     # MAX_JOBS, ...), would change what is measured.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FAST_NVCC_", "NVTE_")) and k != "MAX_JOBS"}
@@ -234,6 +246,13 @@ def build_environment(*, state: Path, log: Path, tmp: Path) -> dict[str, str]:
     env["FAST_NVCC_CACHE_DIR"] = str(state / "cache")
     env["FAST_NVCC_POOL_DIR"] = str(state / "pool")
     env["FAST_NVCC_LOG"] = str(log)
+    if build is not None and build.split and split is not None:
+        env["FAST_NVCC_SPLIT"] = str(split[0])
+        if split[1]:
+            env["FAST_NVCC_SPLIT_SOURCES"] = split[1]
+    if build is not None and build.plain:
+        env["FAST_NVCC_DISABLE"] = "1"
+        del env["FAST_NVCC_LOG"]
     return env
 
 
@@ -352,7 +371,8 @@ def prepare_state(key: str, state: Path, *, keys: Sequence[str], history: Path |
 
 
 def run_builds(keys: Sequence[str], *, patterns: Sequence[str], sources: Sources, archs: str, jobs: int, nvcc: str,
-               work: Path, results: Path | None, logs: Path | None, history: Path | None) -> tuple[Config, list[dict]]:  # fmt: skip
+               work: Path, results: Path | None, logs: Path | None, history: Path | None,
+               split: tuple[int, str] = (16, "")) -> tuple[Config, list[dict]]:  # fmt: skip
     info = {**machine(), **tool_versions(nvcc), "date": today(), "cmake": first_line(["cmake", "--version"]),
             "ninja": first_line(["ninja", "--version"]), "stand_ins": list(sources.stand_ins)}  # fmt: skip
     tmp = work / "tmp"
@@ -372,12 +392,13 @@ def run_builds(keys: Sequence[str], *, patterns: Sequence[str], sources: Sources
             shutil.rmtree(path, ignore_errors=True)
         tmp.mkdir(parents=True)
         log.unlink(missing_ok=True)
-        env = build_environment(state=state, log=log, tmp=tmp)
+        env = build_environment(state=state, log=log, tmp=tmp, build=build, split=split)
         configure(directory, build, sources=sources, archs=archs, nvcc=nvcc, env=env)
         available = list_cuda_objects(directory)
         chosen = select_sources(list(available), patterns)
         if config is None:
-            config = Config(tuple(chosen), archs, jobs, str(sources.common), nvcc, sources.manifest)
+            config = Config(tuple(chosen), archs, jobs, str(sources.common), nvcc, sources.manifest,
+                            split=" ".join(str(x) for x in split if x))  # fmt: skip
             print(f"{len(chosen)} of {len(available)} CUDA objects, sm {archs}, -j{jobs}: {', '.join(chosen)}",
                   file=sys.stderr, flush=True)  # fmt: skip
         objects = {s: available[s] for s in config.sources}
@@ -389,7 +410,7 @@ def run_builds(keys: Sequence[str], *, patterns: Sequence[str], sources: Sources
                   "tmp_leftovers": leftovers(tmp), "finished": time.time()}  # fmt: skip
         if learned_from:
             record["learned_from"] = learned_from
-        if build.launcher:
+        if build.launcher and not build.plain:
             record["log"] = analyze_log(read_log(log), cores=len(os.sched_getaffinity(0)))
             if logs:
                 logs.mkdir(parents=True, exist_ok=True)
@@ -409,7 +430,7 @@ def run_builds(keys: Sequence[str], *, patterns: Sequence[str], sources: Sources
 
 def config_dict(config: Config) -> dict:
     return {"sources": list(config.sources), "archs": config.archs, "jobs": config.jobs,
-            "source_root": config.source_root, "nvcc": config.nvcc, "staged": config.staged}  # fmt: skip
+            "source_root": config.source_root, "nvcc": config.nvcc, "staged": config.staged, "split": config.split}  # fmt: skip
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -431,14 +452,16 @@ def report_config(found: dict[str, dict]) -> str:
              f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['gcc']}, {info['cmake']}, "
              f"ninja {info['ninja']}, {info['date']}"
              f"{'; stand-ins: ' + ', '.join(info['stand_ins']) if info.get('stand_ins') else ''}",
-             f"sources: {', '.join(config['sources'])}", ""]  # fmt: skip
+             f"sources: {', '.join(config['sources'])}",
+             *([f"split variants: --split-compile {config['split']}"] if config.get("split") else []), ""]  # fmt: skip
     plain = found.get("nvcc")
     lines += ["| variant | wall s | vs nvcc | floor s | wall / floor | objects vs nvcc's |", "|---|---:|---:|---:|---:|---|"]
     for key in order:
         run = found[key]
         wall, floor = run["wall_seconds"], run.get("log", {}).get("floor_seconds")
+        reference = found.get(REFERENCE.get(key, "nvcc"))
         lines.append(f"| {run['label']} | {wall:.1f} | {ratio(wall, plain)} | {f'{floor:.1f}' if floor else ''} "
-                     f"| {f'{wall / floor:.2f}' if floor else ''} | {compare_objects(run, plain)} |")  # fmt: skip
+                     f"| {f'{wall / floor:.2f}' if floor else ''} | {compare_objects(run, reference)} |")  # fmt: skip
     lines += ["", "Per object, wall seconds in the build (.ninja_log):", "",
               "| source | " + " | ".join(found[k]["label"] for k in order) + " |",
               "|---|" + "---:|" * len(order)]  # fmt: skip
@@ -471,10 +494,10 @@ def differing(run: dict, plain: dict) -> list[str]:
 
 
 def compare_objects(run: dict, plain: dict | None) -> str:
-    if run["key"] == "nvcc":
+    if run["key"] in ("nvcc", "nvcc-split"):
         return f"{len(run['objects'])} (reference)"
     if plain is None:
-        return f"{len(run['objects'])}, no nvcc run to compare"
+        return f"{len(run['objects'])}, no {REFERENCE.get(run['key'], 'nvcc')} run to compare"
     if run["config"]["source_root"] != plain["config"]["source_root"]:
         return "not comparable (other source path)"
     differ = differing(run, plain)
@@ -513,6 +536,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(dict.fromkeys([*GROUPS, *BUILDS]))} (default: %(default)s)")  # fmt: skip
     parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), help="ninja -j (default: the cores)")
     parser.add_argument("--archs", default="90", help="CMAKE_CUDA_ARCHITECTURES (default 90)")
+    parser.add_argument("--split", type=int, default=16, help="the split variants' --split-compile N (default 16)")
+    parser.add_argument("--split-sources", default="", help="the split variants: only these sources (fast_nvcc --split-sources)")
     parser.add_argument("--nvcc")
     parser.add_argument("--te", default=str(STAGED), help="the staged tarball, or an unpacked tree (default .te/te-src.tar.xz)")
     parser.add_argument("--json", "--results", dest="json", metavar="FILE",
@@ -539,12 +564,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = Path(options.json) if options.json else None
     config, done = run_builds(keys, patterns=patterns, sources=sources, archs=options.archs, jobs=options.jobs, nvcc=nvcc,
                               work=work, results=results, logs=Path(options.logs) if options.logs else None,
-                              history=Path(options.history).resolve() if options.history else None)  # fmt: skip
+                              history=Path(options.history).resolve() if options.history else None,
+                              split=(options.split, options.split_sources))  # fmt: skip
     runs = load_results([results]) if results else done
     print(report(runs))
     same = [r for r in reversed(runs) if r["fingerprint"] == config.fingerprint()]
-    reference = next((r for r in same if r["key"] == "nvcc"), None)
-    return 0 if all("DIFFER" not in compare_objects(r, reference) for r in done) else 1
+    references = {key: next((r for r in same if r["key"] == key), None) for key in ("nvcc", "nvcc-split")}
+    return 0 if all("DIFFER" not in compare_objects(r, references[REFERENCE.get(r["key"], "nvcc")]) for r in done) else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,46 @@
+#!/bin/sh
+# TransformerEngine's long poles with and without split (docs/benchmarks.md, "Split steps"), as
+# a series of benchmarks/te_build.py runs on the 16-core device, one after another:
+#   1. a TE subset that keeps the long pole cast/cast_grouped.cu beside 27 shorter sources:
+#      fast_nvcc --split 16, plain nvcc with TE's flags, fast_nvcc without split;
+#   2. cast_grouped.cu alone: fast_nvcc --split 16 and plain nvcc;
+#   3. multi_tensor/adam.cu: nvcc --split-compile 16 and fast_nvcc --split 16 (identical objects).
+# The whole series outlasts one device call (10 minutes), so it runs in the background:
+#     setsid sh benchmarks/te_split.sh /tmp/te-split [STEPS] > /dev/null 2>&1 < /dev/null &
+# and later calls copy /tmp/te-split (progress, *.json, *.out, logs-*/) while it runs. STEPS picks
+# some of: subset-split subset-nvcc cast-split adam subset-fast cast-nvcc (default: all, in the
+# order of what each answers first; quick: one small source, for a 2-core machine). The repository is copied first, so that the files a later
+# call sends do not change the code under measurement. Carry .te (benchmarks/te_stage.sh).
+set -uf  # no globbing: the source patterns are te_build.py's
+out=${1:-/tmp/te-split}
+steps=${2:-"subset-split subset-nvcc cast-split adam subset-fast cast-nvcc"}
+mkdir -p "$out"
+repo=$(mktemp -d /tmp/te-split-repo.XXXXXX)
+cp -a . "$repo"
+cd "$repo" || exit 1
+{ date; nproc; lscpu | grep -E "Model name|Thread|Core|Socket|NUMA node\(s\)"; free -g | head -2; } > "$out/machine.txt" 2>&1
+subset='cast/cast_grouped.cu normalization/*/*_kernel.cu multi_tensor/ fused_softmax/ recipe/ transpose/cast_transpose.cu
+swizzle/ util/ dropout/ fused_rope/ permutation/ common.cu'
+run() {
+    name=$1 work=$2
+    shift 2
+    echo "$name start $(date +%T)" >> "$out/progress"
+    # shellcheck disable=SC2086
+    PYTHONUNBUFFERED=1 "${PYTHON:-python3}" benchmarks/te_build.py --jobs 18 --split 16 --work "/tmp/te-work-$work" \
+        --json "$out/$work.json" --logs "$out/logs-$work" "$@" > "$out/$name.out" 2>&1
+    echo "$name rc=$? $(date +%T)" >> "$out/progress"
+}
+for step in $steps; do
+    case $step in
+        subset-split) run "$step" subset --variants fast_nvcc-split --sources $subset ;;
+        subset-nvcc) run "$step" subset --variants nvcc --sources $subset ;;
+        subset-fast) run "$step" subset --variants fast_nvcc-cold --sources $subset ;;
+        cast-split) run "$step" cast --variants fast_nvcc-split --sources cast/cast_grouped.cu ;;
+        cast-nvcc) run "$step" cast --variants nvcc --sources cast/cast_grouped.cu ;;
+        adam) run "$step" adam --variants nvcc-split,fast_nvcc-split --sources multi_tensor/adam.cu ;;
+        quick) run "$step" quick --variants nvcc-split,fast_nvcc-split --sources util/padding.cu ;;
+        *) echo "unknown step $step" >> "$out/progress" ;;
+    esac
+done
+echo "done $(date +%T)" >> "$out/progress"
+rm -rf "$repo"
