@@ -2,7 +2,8 @@
 # TransformerEngine's long poles with and without split (docs/benchmarks.md, "Split steps"), as
 # a series of benchmarks/te_build.py runs on the 16-core device, one after another:
 #   1. a TE subset that keeps the long pole cast/cast_grouped.cu beside 27 shorter sources:
-#      fast_nvcc --split 16, plain nvcc with TE's flags, fast_nvcc without split;
+#      fast_nvcc --split 16 --split-sources '*_grouped.cu' (SPLIT_SOURCES), plain nvcc with TE's
+#      flags, fast_nvcc without split;
 #   2. cast_grouped.cu alone: fast_nvcc --split 16 and plain nvcc;
 #   3. multi_tensor/adam.cu: nvcc --split-compile 16 and fast_nvcc --split 16 (identical objects).
 # The whole series outlasts one device call (10 minutes), so it runs in the background:
@@ -19,6 +20,8 @@ repo=$(mktemp -d /tmp/te-split-repo.XXXXXX)
 cp -a . "$repo"
 cd "$repo" || exit 1
 { date; nproc; lscpu | grep -E "Model name|Thread|Core|Socket|NUMA node\(s\)"; free -g | head -2; } > "$out/machine.txt" 2>&1
+# The subset's split build splits its long poles only, as `fast_nvcc analyze` advises.
+split_sources=${SPLIT_SOURCES:-*_grouped.cu}
 subset='cast/cast_grouped.cu normalization/*/*_kernel.cu multi_tensor/ fused_softmax/ recipe/ transpose/cast_transpose.cu
 swizzle/ util/ dropout/ fused_rope/ permutation/ common.cu'
 run() {
@@ -32,7 +35,7 @@ run() {
 }
 for step in $steps; do
     case $step in
-        subset-split) run "$step" subset --variants fast_nvcc-split --sources $subset ;;
+        subset-split) run "$step" subset --variants fast_nvcc-split --split-sources "$split_sources" --sources $subset ;;
         subset-nvcc) run "$step" subset --variants nvcc --sources $subset ;;
         subset-fast) run "$step" subset --variants fast_nvcc-cold --sources $subset ;;
         cast-split) run "$step" cast --variants fast_nvcc-split --sources cast/cast_grouped.cu ;;

@@ -280,6 +280,7 @@ class Runner:
         # Steps told -split-compile N run on as many cores as the slots grant them (core_grants).
         self._split = {t.id: n for t in dag.tasks if not t.optional and (n := split_threads(t.step.argv))}
         self.grants: Grants | None = None
+        self._grants_polled = -1.0
         if self._split:
             from .slots import pool_directory
 
@@ -351,7 +352,8 @@ class Runner:
                     if self.memory is not None:
                         self.memory.withdraw()
                 self.admission.release_idle()
-                if self.grants:
+                if self.grants and self._now() - self._grants_polled >= self.GRANTS_POLL:
+                    self._grants_polled = self._now()
                     self.grants.poll(ours_waiting=waits and self.admission.refused == "slot",
                                      priority_of=self._remaining)  # fmt: skip
                 if not self.processes.running:
@@ -359,9 +361,9 @@ class Runner:
                         break
                     time.sleep(0.01)  # nothing of ours runs: wait for the pool to free a slot
                     continue
-                # files appear while steps run; split steps' cores free up
-                watching = self.early or any(self.watches) or self.grants
-                event = self._next_event(timeout=0.02 if blocked else 0.05 if watching else 0.5)
+                watching = self.early or any(self.watches)  # files appear while steps run
+                timeout = 0.02 if blocked else 0.05 if watching else self.GRANTS_POLL if self.grants else 0.5
+                event = self._next_event(timeout=timeout)
                 if event is None:
                     continue
                 task_id, error = event
@@ -523,6 +525,9 @@ class Runner:
 
     def _handler(self, task: Task) -> Handler:
         return self.handlers[task.action]
+
+    # How often split steps' grants are looked at (core_grants): a listing and a few locks.
+    GRANTS_POLL = 0.1
 
     # Steps expected to take less than this run without a shared slot (Admission.reserve).
     SHORT_SECONDS = 0.5
