@@ -15,6 +15,7 @@ import pytest
 from conftest import TOOLCHAINS
 
 from fast_nvcc import analysis
+from fast_nvcc.analysis import advice
 from fast_nvcc.analysis import (
     Bound,
     Job,
@@ -706,3 +707,72 @@ def test_failed_guesses_across_the_build(tmp_path, capsys):
     assert code == 0 and "failed guesses" in out and "cicc ran twice: its module_id carries" in out
     code, out, _ = run_main(capsys, log, "--format", "json")
     assert json.loads(out)["failed_guesses"][0]["lost_seconds"] == 6.5
+
+
+# -- what to change (analysis/advice.py), with made-up builds ---------------------------------------
+
+
+def _pole_build(tmp_path):
+    """One compile of 180 s (cicc 100 s, then ptxas 60 s, beside a 20 s host side) among ten of
+    10 s, on 4 slots: the long one sets the floor."""
+    long = log_record(1000.0, 180.0, ["/b/relu_grouped.cu.o"], [
+        ("gcc -E", "preprocess", None, 0.0, 5.0), ("cudafe++", "cudafe++", None, 5.0, 10.0),
+        ("cicc", "cicc", "compute_90", 15.0, 100.0), ("ptxas", "ptxas", "sm_90", 115.0, 60.0),
+        ("gcc -c", "host-compile", None, 175.0, 5.0)])  # fmt: skip
+    long["sources"] = ["/src/activation/relu_grouped.cu"]
+    short = [log_record(1000.0 + i, 10.0, [f"/b/s{i}.o"], [("cicc", "cicc", "compute_90", 0.0, 10.0)])
+             for i in range(10)]  # fmt: skip
+    return write_jsonl(tmp_path / "log.jsonl", [long, *short])
+
+
+def test_the_split_model_and_its_serial_share_invert_each_other():
+    wall, cpu = advice.split_step(100.0, serial=0.37, cores=16)
+    assert wall == pytest.approx(100.0 * (0.37 + 0.63 * 1.1 / 16))
+    assert cpu == pytest.approx(100.0 * (1 + 0.1 * 0.63))
+    assert advice.serial_share(wall, cpu, cores=16) == pytest.approx(0.37, abs=1e-6)
+    assert advice.split_step(100.0, serial=0.37, cores=1)[0] > 100.0  # one core: only the extra work
+    assert advice.serial_share(50.0, 50.0, cores=1) is None
+
+
+def test_analyze_names_the_compile_that_sets_the_floor_and_what_split_gives(tmp_path, capsys):
+    log = _pole_build(tmp_path)
+    a = analyze(load_build([str(log)]), slots=4)
+    v = a.advice
+    assert v.floor == 180.0 and v.share == pytest.approx(280.0 / 4)
+    (pole,) = v.poles
+    assert (pole.source, pole.cicc, pole.ptxas, pole.host) == ("relu_grouped.cu", 100.0, 60.0, 20.0)
+    chain = advice.split_step(100.0, serial=0.37, cores=4)[0] + advice.split_step(60.0, serial=0.16, cores=4)[0]
+    assert pole.split_seconds == pytest.approx(180.0 - 160.0 + chain)
+    extra = advice.split_step(100.0, serial=0.37, cores=4)[1] - 100.0 + advice.split_step(60.0, serial=0.16, cores=4)[1] - 60.0
+    assert v.split_floor == pytest.approx(max(pole.split_seconds, (280.0 + extra) / 4))
+    assert v.setting == "FAST_NVCC_SPLIT=4 FAST_NVCC_SPLIT_SOURCES='relu_grouped.cu'"
+    assert v.halves_floor == pytest.approx(90.0)  # cut in two: 90 s each, above the share (70 s)
+    code, out, _ = run_main(capsys, log, "-j", "4")
+    assert code == 0
+    assert "what to change" in out and "FAST_NVCC_SPLIT=4 FAST_NVCC_SPLIT_SOURCES='relu_grouped.cu'" in out
+    assert "fast_nvcc --split 4 --split-sources 'relu_grouped.cu'" in out
+    code, out, _ = run_main(capsys, log, "-j", "4", "--format", "json")
+    got = json.loads(out)["advice"]
+    assert got["setting"] == v.setting and got["poles"][0]["source"] == "relu_grouped.cu"
+    assert got["split_floor_seconds"] == pytest.approx(v.split_floor, abs=1e-3)
+
+
+def test_a_work_bound_build_gets_no_split(tmp_path, capsys):
+    log = write_jsonl(tmp_path / "log.jsonl", [
+        log_record(1000.0 + i, 10.0, [f"/b/s{i}.o"], [("cicc", "cicc", "compute_90", 0.0, 10.0)]) for i in range(12)
+    ])  # fmt: skip
+    v = analyze(load_build([str(log)]), slots=4).advice
+    assert not v.poles and v.split_floor is None and v.setting == ""
+    code, out, _ = run_main(capsys, log, "-j", "4")
+    assert "work-bound" in out
+
+
+def test_split_steps_in_the_log_teach_their_serial_share_and_count_as_split(tmp_path):
+    wall, cpu = advice.split_step(100.0, serial=0.5, cores=8)
+    record = log_record(1000.0, 200.0, ["/b/cast_grouped.cu.o"], [("cicc", "cicc", "compute_90", 0.0, wall)])
+    record["steps"][0].update(cpu_seconds=cpu, cores=8)
+    short = [log_record(1000.0 + i, 10.0, [f"/b/s{i}.o"], [("cicc", "cicc", "compute_90", 0.0, 10.0)]) for i in range(4)]
+    v = analyze(load_build([str(write_jsonl(tmp_path / "log.jsonl", [record, *short]))]), slots=8).advice
+    tool, share, how = v.serial[0]
+    assert tool == "cicc" and share == pytest.approx(0.5, abs=1e-6) and how == "learned from 1 split steps"
+    assert v.poles[0].already_split and v.split_floor is None

@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+from .advice import advise
 from .bound import wall_bound
 from .device import sum_device_costs
 from .failed_guesses import sum_failed_guesses
@@ -80,6 +81,7 @@ def analyze(
         device=device,
         top=top,
         failed_guesses=sum_failed_guesses(jobs),
+        advice=advise(jobs, slots=used_slots, wall=wall),
     )
 
 

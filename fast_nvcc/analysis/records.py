@@ -4,6 +4,7 @@ analysis; and the one error the analysis raises."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import FastNvccError
 
@@ -288,6 +289,7 @@ class Analysis:
     device: DeviceCosts | None = None
     top: int = 10
     failed_guesses: tuple[FailedGuess, ...] = ()
+    advice: Any = None  # advice.Advice: what to change (the compiles that set the floor, split)
 
     @property
     def parallelism(self) -> float:

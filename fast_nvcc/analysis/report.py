@@ -149,6 +149,45 @@ def report_tables(a: Analysis) -> Iterator[Table]:
         yield Table("failed guesses: work thrown away and run again (fast_nvcc learns not to guess there)",
                     ("", "seconds"), tuple(rows), "ll")  # fmt: skip
     yield from device_tables(a, top=a.top)
+    if a.advice is not None:
+        yield from advice_tables(a.advice)
+
+
+def advice_tables(v) -> Iterator[Table]:
+    """What to change (advice.py): the compiles that set the floor, and what split gives."""
+    title = (f"what to change (floor now {_seconds(v.floor)}: max(longest compile, sum / {v.slots} slots = "
+             f"{_seconds(v.share)}))")  # fmt: skip
+    if not v.poles:
+        yield Table(title, ("", ""), ((
+            "work-bound: no compile takes longer than the build's cpu share, so split would only add work",
+            "more cores, the cache (--cache), fewer instantiations"),), "ll")  # fmt: skip
+        return
+    yield Table(
+        title + f"; {len(v.poles)} compiles take longer than the share",
+        ("#", "start (s)", "elapsed (s)", "cicc (s)", "ptxas (s)", "host (s)", f"split {v.threads} (s)", "source"),
+        tuple(
+            (str(rank), f"{p.start:.1f}", f"{p.seconds:.1f}", f"{p.cicc:.1f}", f"{p.ptxas:.1f}", f"{p.host:.1f}",
+             "already split" if p.already_split else "no log" if p.split_seconds is None else f"{p.split_seconds:.1f}",
+             p.source)
+            for rank, p in enumerate(v.poles, start=1)
+        ),
+        "rrrrrrrl",
+    )  # fmt: skip
+    rows: list[tuple[str]] = []
+    if v.split_floor is not None:
+        rows += [(f"split these compiles {v.threads} ways: floor {_seconds(v.floor)} -> {_seconds(v.split_floor)}"
+                  f" ({v.split_floor / v.floor:.2f} of now), {_seconds(v.split_extra_cpu)} more cpu:",),
+                 (f"  {v.setting}",),
+                 (f"  or fast_nvcc --split {v.threads} --split-sources '{','.join(v.sources)}'",),
+                 (f"  (objects then are nvcc's with --split-compile {v.threads}; serial shares "
+                  + ", ".join(f"{t} {s:.2f}, {how}" for t, s, how in v.serial) + ")",)]  # fmt: skip
+    if v.halves_floor is not None:
+        rows.append((f"cutting {v.poles[0].source} into two sources instead: floor -> {_seconds(v.halves_floor)}",))
+    if v.late_start is not None:
+        rows.append((f"{v.poles[0].source} started {_seconds(v.late_start)} into the build and ended it: give ninja"
+                     " a -j above the compile count, so that fast_nvcc sees every compile and starts the longest first",))
+    if rows:
+        yield Table(None, ("",), tuple(rows), "l")
 
 
 def _short(name: str) -> str:

@@ -67,6 +67,7 @@ class AnalysisJson(TypedDict):
     compiles: list[CompileJson]
     device: dict[str, Any] | None
     failed_guesses: list[dict[str, Any]]
+    advice: dict[str, Any] | None
 
 
 def json_report(a: Analysis) -> AnalysisJson:
@@ -143,7 +144,28 @@ def json_report(a: Analysis) -> AnalysisJson:
              "compiles": [{"output": n, "lost_seconds": _r(s)} for s, n in f.compiles]}
             for f in a.failed_guesses
         ],
+        "advice": _advice_json(a),
     }
+
+
+def _advice_json(a: Analysis) -> dict[str, Any] | None:
+    """What to change (advice.py): the compiles that set the floor and what split gives."""
+    v = a.advice
+    if v is None:
+        return None
+    return {
+        "floor_seconds": _r(v.floor), "share_seconds": _r(v.share), "slots": v.slots, "threads": v.threads,
+        "poles": [{"output": p.name, "source": p.source, "start": _r(p.start), "seconds": _r(p.seconds),
+                   "cicc_seconds": _r(p.cicc), "ptxas_seconds": _r(p.ptxas), "host_seconds": _r(p.host),
+                   "split_seconds": None if p.split_seconds is None else _r(p.split_seconds),
+                   "already_split": p.already_split} for p in v.poles],
+        "split_floor_seconds": None if v.split_floor is None else _r(v.split_floor),
+        "split_extra_cpu_seconds": _r(v.split_extra_cpu),
+        "serial_shares": {tool: {"share": round(share, 4), "from": how} for tool, share, how in v.serial},
+        "setting": v.setting,
+        "halves_floor_seconds": None if v.halves_floor is None else _r(v.halves_floor),
+        "late_start_seconds": None if v.late_start is None else _r(v.late_start),
+    }  # fmt: skip
 
 
 def _device_json(a: Analysis) -> dict[str, Any] | None:

@@ -1,0 +1,189 @@
+"""What to change: the compiles that set the build's floor, how their time splits between cicc,
+ptxas and the host side, and what nvcc's ``--split-compile`` (``fast_nvcc --split``) or splitting
+the source would give the floor, with the settings to use.
+
+A compile *sets the floor* when it takes longer than the build's cpu share (sum of job times /
+slots): however the rest is scheduled, the build cannot end before it does.  Where no compile
+does, the build is work-bound and split only adds work.
+
+The split model (docs/analyze.md): a step of ``c`` cpu seconds, split onto ``k`` cores, takes
+``c * (s + (1 - s) * (1 + o) / k)`` and costs ``c * (1 + o * (1 - s))`` cpu seconds; ``s`` is its
+serial share (cicc's front end), ``o`` the extra work of the split.  The defaults come from
+TransformerEngine's ``cast/cast_grouped.cu`` (sm_90, 16 cores, 2026-11-25): cicc 179 s → 74 s wall
+for 197 s cpu, ptxas 131 s → 29 s for 145 s.  Where the log holds split steps of a tool
+(``cores`` > 1), their own wall and cpu give its ``s`` instead ("learned").  A compile's device
+chain (its longest cicc + ptxas of one architecture) shrinks; the host side (preprocessing,
+cudafe++, host compile) does not, and bounds it below.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .records import Job, Step
+
+SPLIT_OVERHEAD = 0.10  # o: the split's extra work, a share of the parallel part
+SERIAL_SHARE = {"cicc": 0.37, "ptxas": 0.16}  # s, measured (the module docstring)
+HOST_KINDS = ("preprocess", "cudafe++", "host-compile")
+MOST_POLES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class PoleAdvice:
+    """One compile that sets the floor, and what split would make of it."""
+
+    name: str
+    source: str  # its source's file name, as --split-sources takes it
+    start: float
+    seconds: float
+    cicc: float  # its longest architecture's cicc, seconds
+    ptxas: float  # ... and that architecture's ptxas
+    host: float  # preprocessing, cudafe++ and the host compile, summed
+    split_seconds: float | None  # the compile with split; None: no fast_nvcc log for it
+    already_split: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    slots: int
+    share: float  # sum of job times / slots
+    floor: float  # the build's floor now
+    poles: tuple[PoleAdvice, ...]  # longest first
+    threads: int  # the N to split with
+    split_floor: float | None  # the floor with the poles split; None: nothing to split
+    split_extra_cpu: float  # seconds of cpu the split adds
+    serial: tuple[tuple[str, float, str], ...]  # (tool, s, "measured" | "learned from N steps")
+    halves_floor: float | None  # the floor with the longest compile's source cut in two
+    late_start: float | None  # the longest compile started this late, and ended the build
+    wall: float
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The file names to give --split-sources: the poles split would shorten."""
+        return tuple(dict.fromkeys(p.source for p in self.poles
+                                   if p.split_seconds is not None and p.split_seconds < p.seconds))  # fmt: skip
+
+    @property
+    def setting(self) -> str:
+        if not self.sources:
+            return ""
+        return f"FAST_NVCC_SPLIT={self.threads} FAST_NVCC_SPLIT_SOURCES='{','.join(self.sources)}'"
+
+
+def advise(jobs: Sequence[Job], *, slots: int, wall: float) -> Advice:
+    total = sum(job.seconds for job in jobs)
+    share = total / max(1, slots)
+    floor = max(max((job.seconds for job in jobs), default=0.0), share)
+    serial = _serial_shares(jobs)
+    s = {tool: value for tool, value, _ in serial}
+    poles = sorted((job for job in jobs if job.seconds > share), key=lambda job: -job.seconds)[:MOST_POLES]
+    advised, extra = [], 0.0
+    for job in poles:
+        pole, cpu = _pole(job, cores=slots, serial=s)
+        advised.append(pole)
+        extra += cpu
+    new_seconds = {id(job): p.split_seconds for job, p in zip(poles, advised) if p.split_seconds is not None}
+    split_floor = None
+    if any(p.split_seconds is not None and p.split_seconds < p.seconds for p in advised):
+        longest = max(new_seconds.get(id(job), job.seconds) for job in jobs)
+        split_floor = max(longest, (total + extra) / max(1, slots))
+    halves = None
+    if poles:
+        rest = max((job.seconds for job in jobs if job is not poles[0]), default=0.0)
+        halves = max(poles[0].seconds / 2, rest, share)
+    late = None
+    last = max(jobs, key=lambda job: job.end) if jobs else None
+    if poles and last is poles[0] and poles[0].start > 0.1 * wall:
+        late = poles[0].start
+    return Advice(slots, share, floor, tuple(advised), slots, split_floor, extra, serial, halves, late, wall)
+
+
+def split_step(cpu: float, *, serial: float, cores: int) -> tuple[float, float]:
+    """A step of ``cpu`` seconds split onto ``cores``: (its wall, its cpu)."""
+    k = max(1, cores)
+    return (cpu * (serial + (1 - serial) * (1 + SPLIT_OVERHEAD) / k),
+            cpu * (1 + SPLIT_OVERHEAD * (1 - serial)))  # fmt: skip
+
+
+def serial_share(wall: float, cpu: float, *, cores: int) -> float | None:
+    """The serial share ``s`` that makes a split step of this wall and cpu on ``cores`` fit the
+    model; None where nothing fits (a step that never got a second core)."""
+    if cores < 2 or wall <= 0 or cpu <= 0:
+        return None
+    # wall / cpu = (s + (1 - s)(1 + o) / k) / (1 + o (1 - s)): a fixed point in s, solved by
+    # bisection (the right side grows with s).
+    ratio, o, k = wall / cpu, SPLIT_OVERHEAD, cores
+    lo, hi = 0.0, 1.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        if (mid + (1 - mid) * (1 + o) / k) / (1 + o * (1 - mid)) < ratio:
+            lo = mid
+        else:
+            hi = mid
+    return lo if 0.0 < lo < 1.0 else None
+
+
+def _serial_shares(jobs: Sequence[Job]) -> tuple[tuple[str, float, str], ...]:
+    found = []
+    for tool, default in SERIAL_SHARE.items():
+        learned = sorted(
+            share for job in jobs if job.record is not None for step in job.record.steps
+            if step.tool == tool and step.cores > 1 and step.cpu_seconds
+            and (share := serial_share(step.seconds, step.cpu_seconds, cores=step.cores)) is not None
+        )  # fmt: skip
+        if learned:
+            found.append((tool, learned[len(learned) // 2], f"learned from {len(learned)} split steps"))
+        else:
+            found.append((tool, default, "measured (TE cast_grouped.cu, 2026-11-25)"))
+    return tuple(found)
+
+
+def _pole(job: Job, *, cores: int, serial: dict[str, float]) -> tuple[PoleAdvice, float]:
+    """One compile, and the cpu seconds its split would add."""
+    source = _source_name(job)
+    if job.record is None:
+        return PoleAdvice(job.name, source, job.start, job.seconds, 0.0, 0.0, 0.0, None), 0.0
+    steps = [s for s in job.record.steps if s.state != "skipped"]
+    chains: dict[str, list[Step]] = {}
+    for step in steps:
+        if step.tool in ("cicc", "ptxas"):  # compute_90's cicc feeds sm_90's ptxas
+            chains.setdefault((step.arch or "").split("_", 1)[-1], []).append(step)
+    host = sum(s.seconds for s in steps if s.kind in HOST_KINDS)
+    if not chains:
+        return PoleAdvice(job.name, source, job.start, job.seconds, 0.0, 0.0, host, job.seconds), 0.0
+    arch = max(chains, key=lambda a: sum(s.seconds for s in chains[a]))
+    chain = chains[arch]
+    cicc = sum(s.seconds for s in chain if s.tool == "cicc")
+    ptxas = sum(s.seconds for s in chain if s.tool == "ptxas")
+    if any(s.cores > 1 for s in steps if s.tool in ("cicc", "ptxas")):
+        return PoleAdvice(job.name, source, job.start, job.seconds, cicc, ptxas, host, job.seconds, already_split=True), 0.0
+    new_chain, extra = 0.0, 0.0
+    for step in chain:
+        cpu = max(step.seconds, step.cpu_seconds or 0.0)
+        wall, spent = split_step(cpu, serial=serial[step.tool], cores=cores)
+        new_chain += wall
+    for step in steps:  # every architecture's steps get split, not only the longest chain's
+        if step.tool in serial:
+            cpu = max(step.seconds, step.cpu_seconds or 0.0)
+            extra += split_step(cpu, serial=serial[step.tool], cores=cores)[1] - cpu
+    seconds = max(job.seconds - (cicc + ptxas) + new_chain, host)
+    return PoleAdvice(job.name, source, job.start, job.seconds, cicc, ptxas, host, seconds), extra
+
+
+def _source_name(job: Job) -> str:
+    """The file name of a job's source: from its log record, else from its object
+    (``.../cast_grouped.cu.o`` → cast_grouped.cu)."""
+    if job.record is not None and job.record.sources:
+        return os.path.basename(job.record.sources[0])
+    base = os.path.basename(job.name.split(", ")[0])
+    for suffix in (".o", ".obj"):
+        if base.endswith(suffix) and base[: -len(suffix)].endswith((".cu", ".CU")):
+            return base[: -len(suffix)]
+    return base
+
+
+def ratio(new: float, old: float) -> str:
+    return f"{new / old:.2f}" if old > 0 and math.isfinite(new) else "?"
