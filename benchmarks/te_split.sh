@@ -9,9 +9,11 @@
 # The whole series outlasts one device call (10 minutes), so it runs in the background:
 #     setsid sh benchmarks/te_split.sh /tmp/te-split [STEPS] > /dev/null 2>&1 < /dev/null &
 # and later calls copy /tmp/te-split (progress, *.json, *.out, logs-*/) while it runs. STEPS picks
-# some of: subset-split subset-nvcc cast-split adam subset-fast cast-nvcc (default: all, in the
-# order of what each answers first; quick: one small source, for a 2-core machine). The repository is copied first, so that the files a later
-# call sends do not change the code under measurement. Carry .te (benchmarks/te_stage.sh).
+# some of: subset-split subset-nvcc cast-split adam subset-fast cast-nvcc (the default, in the
+# order of what each answers first), subset-wide (fast_nvcc at ninja -j64: every compile visible
+# at once), quick (one small source, for a 2-core machine). The repository is copied first, so
+# that the files a later call sends do not change the code under measurement. Carry .te
+# (benchmarks/te_stage.sh).
 set -uf  # no globbing: the source patterns are te_build.py's
 out=${1:-/tmp/te-split}
 steps=${2:-"subset-split subset-nvcc cast-split adam subset-fast cast-nvcc"}
@@ -38,6 +40,7 @@ for step in $steps; do
         subset-split) run "$step" subset --variants fast_nvcc-split --split-sources "$split_sources" --sources $subset ;;
         subset-nvcc) run "$step" subset --variants nvcc --sources $subset ;;
         subset-fast) run "$step" subset --variants fast_nvcc-cold --sources $subset ;;
+        subset-wide) run "$step" subset --variants fast_nvcc-cold --jobs 64 --sources $subset ;;
         cast-split) run "$step" cast --variants fast_nvcc-split --sources cast/cast_grouped.cu ;;
         cast-nvcc) run "$step" cast --variants nvcc --sources cast/cast_grouped.cu ;;
         adam) run "$step" adam --variants nvcc-split,fast_nvcc-split --sources multi_tensor/adam.cu ;;
