@@ -13,6 +13,9 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
 * **It narrows again**, one core at a time, when a step of its own compile waits for a slot, or
   when the pool has a better-ranked waiter (a compile's first step, a longer path): a step on one
   core comes before a second core for anyone.
+* **Under make's jobserver**, which ranks no one and starts no job without a token, the extra
+  cores' tokens all go back every two seconds (make, blocked on the token pipe, gets those it
+  waits for), and are taken again at the next poll.
 * **Which cores**: each held core is an ``flock`` on ``cores/slot-K`` in the pool directory, so
   two split steps of the machine are not held to the same core; unpinned steps go wherever the
   kernel puts them.  Where every core is held already, it shares one.
@@ -27,6 +30,7 @@ import contextlib
 import os
 import random
 import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -96,12 +100,18 @@ def widening_order(grants: Iterable[Grant]) -> list[Grant]:
 class Grants:
     """The split steps of one run: their cores, widened and narrowed as the slots allow."""
 
+    # Under make's jobserver nobody ranks the waiters, and make starts no job without a token:
+    # every this many seconds the extra cores' tokens go back at once, so that make (blocked on
+    # the token pipe) gets the ones it wants; the rest are taken again at the next poll.
+    YIELD_SECONDS = 2.0
+
     def __init__(self, admission: Admission, *, pool_directory: str | None,
                  pin: Callable[[int, frozenset[int]], None], cpus: Iterable[int] | None = None) -> None:  # fmt: skip
         self.admission = admission
         self.pin = pin  # (task, CPUs): hold the task's processes to those CPUs
         self.cpus = sorted(_usable() if cpus is None else cpus)  # the CPUs a grant's cores name
         self._running: dict[int, Grant] = {}
+        self._yielded = time.monotonic()
         self.locks: SlotLocks | None = None
         if pool_directory is not None:
             try:
@@ -139,6 +149,16 @@ class Grants:
         for grant in self._running.values():
             grant.priority = priority_of(grant.task_id)
         changed: list[Grant] = []
+        if not self.admission.slots.short_steps_free and time.monotonic() - self._yielded >= self.YIELD_SECONDS:
+            self._yielded = time.monotonic()  # (short_steps_free: the pool, which ranks its waiters)
+            for grant in self._running.values():
+                if grant.width > 1:
+                    while grant.width > 1:
+                        self._drop_core(grant)
+                        self.admission.narrow()
+                    changed.append(grant)
+            self._pin(changed)
+            return
         give_back = narrowing(self._running.values(), ours_waiting=ours_waiting,
                               outranked=self.admission.slots.outranked)  # fmt: skip
         if give_back is not None:
@@ -153,6 +173,10 @@ class Grants:
                         changed.append(grant)
                 if grant.width < grant.threads:
                     break  # no slot for the best-ranked: none for those behind it either
+        self._pin(changed)
+
+    def _pin(self, changed: list[Grant]) -> None:
+        """Hold the changed steps' threads to their cores, now and at the next two polls."""
         for grant in changed:
             grant.most = max(grant.most, grant.width)
             grant.again = 3

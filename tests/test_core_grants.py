@@ -73,7 +73,8 @@ def test_the_longest_remaining_path_asks_first_and_a_full_step_not_at_all():
 class FreeSlots(Slots):
     """A pool with ``free`` slots left and waiters ranked at ``waiter`` seconds of path."""
 
-    implicit = 0  # like the machine-wide pool: every step holds a slot
+    implicit = 0  # like the machine-wide pool: every step holds a slot ...
+    short_steps_free = True  # ... and ranks its waiters
 
     def __init__(self, free: int, waiter: float = 0.0) -> None:
         super().__init__()
@@ -327,3 +328,22 @@ def test_a_long_split_compile_beside_light_ones_gives_nvccs_objects(nvcc, tmp_pa
     for out, data in expected.items():
         assert mask((tmp_path / out).read_bytes()) == mask(data), out
     assert not list((tmp_path / "t").iterdir())
+
+
+def test_under_a_jobserver_the_extra_tokens_go_back_every_few_seconds(tmp_path):
+    """make ranks no one and starts no job without a token: a widened step gives its extra
+    tokens back now and then, so that make gets those it waits for."""
+    slots = FreeSlots(free=3)
+    slots.short_steps_free = False  # like make's jobserver (and no sharing)
+    admission, grants, pins = _grants(tmp_path, slots)
+    _running(admission, 1)
+    grants.start(1, 8, 100.0)
+    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    assert len(pins[1]) == 3 and slots.free == 0
+    grants._yielded -= grants.YIELD_SECONDS  # two seconds later
+    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    assert len(pins[1]) == 1 and slots.free == 2  # all back at once
+    slots.free -= 1  # make took one
+    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    assert len(pins[1]) == 2 and slots.free == 0  # the rest taken again
+    grants.close()
