@@ -126,12 +126,9 @@ class Config:
     source_root: str
     nvcc: str
     staged: str  # the staged tarball's MANIFEST: TE's and CUTLASS's commits, the wheels
-    split: str = ""  # the split variants' N and source patterns ("16", "16 *_grouped.cu")
 
     def fingerprint(self) -> str:
         fields = [self.sources, self.archs, self.jobs, self.source_root, self.nvcc, self.staged]
-        if self.split:
-            fields.append(self.split)
         return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
 
@@ -397,8 +394,7 @@ def run_builds(keys: Sequence[str], *, patterns: Sequence[str], sources: Sources
         available = list_cuda_objects(directory)
         chosen = select_sources(list(available), patterns)
         if config is None:
-            config = Config(tuple(chosen), archs, jobs, str(sources.common), nvcc, sources.manifest,
-                            split=" ".join(str(x) for x in split if x))  # fmt: skip
+            config = Config(tuple(chosen), archs, jobs, str(sources.common), nvcc, sources.manifest)
             print(f"{len(chosen)} of {len(available)} CUDA objects, sm {archs}, -j{jobs}: {', '.join(chosen)}",
                   file=sys.stderr, flush=True)  # fmt: skip
         objects = {s: available[s] for s in config.sources}
@@ -410,6 +406,8 @@ def run_builds(keys: Sequence[str], *, patterns: Sequence[str], sources: Sources
                   "tmp_leftovers": leftovers(tmp), "finished": time.time()}  # fmt: skip
         if learned_from:
             record["learned_from"] = learned_from
+        if build.split:  # its N and source patterns: "16", "16 *_grouped.cu"
+            record["split"] = " ".join(str(x) for x in split if x)
         if build.launcher and not build.plain:
             record["log"] = analyze_log(read_log(log), cores=len(os.sched_getaffinity(0)))
             if logs:
@@ -430,7 +428,7 @@ def run_builds(keys: Sequence[str], *, patterns: Sequence[str], sources: Sources
 
 def config_dict(config: Config) -> dict:
     return {"sources": list(config.sources), "archs": config.archs, "jobs": config.jobs,
-            "source_root": config.source_root, "nvcc": config.nvcc, "staged": config.staged, "split": config.split}  # fmt: skip
+            "source_root": config.source_root, "nvcc": config.nvcc, "staged": config.staged}  # fmt: skip
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -438,7 +436,22 @@ def config_dict(config: Config) -> dict:
 
 def report(runs: Sequence[dict]) -> str:
     """One table per configuration, the variants in BUILDS order (the latest of each)."""
-    return "\n\n".join(report_config(found) for found in by_configuration(runs))
+    return "\n\n".join(report_config(found) for found in by_configuration([_settled(r) for r in runs]))
+
+
+def _settled(run: dict) -> dict:
+    """A run recorded when the split settings were part of the configuration (2026-11-25): its
+    configuration's fingerprint without them, the settings on the split variant itself."""
+    config = run["config"]
+    if "split" not in config:
+        return run
+    config = {k: v for k, v in config.items() if k != "split"}
+    settled = {**run, "config": config}
+    settled["fingerprint"] = Config(tuple(config["sources"]), config["archs"], config["jobs"], config["source_root"],
+                                    config["nvcc"], config["staged"]).fingerprint()  # fmt: skip
+    if BUILDS[run["key"]].split:
+        settled["split"] = run["config"]["split"]
+    return settled
 
 
 def report_config(found: dict[str, dict]) -> str:
@@ -452,15 +465,15 @@ def report_config(found: dict[str, dict]) -> str:
              f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['gcc']}, {info['cmake']}, "
              f"ninja {info['ninja']}, {info['date']}"
              f"{'; stand-ins: ' + ', '.join(info['stand_ins']) if info.get('stand_ins') else ''}",
-             f"sources: {', '.join(config['sources'])}",
-             *([f"split variants: --split-compile {config['split']}"] if config.get("split") else []), ""]  # fmt: skip
+             f"sources: {', '.join(config['sources'])}", ""]  # fmt: skip
     plain = found.get("nvcc")
     lines += ["| variant | wall s | vs nvcc | floor s | wall / floor | objects vs nvcc's |", "|---|---:|---:|---:|---:|---|"]
     for key in order:
         run = found[key]
         wall, floor = run["wall_seconds"], run.get("log", {}).get("floor_seconds")
         reference = found.get(REFERENCE.get(key, "nvcc"))
-        lines.append(f"| {run['label']} | {wall:.1f} | {ratio(wall, plain)} | {f'{floor:.1f}' if floor else ''} "
+        label = run["label"].replace(" N", f" {run['split']}") if run.get("split") else run["label"]
+        lines.append(f"| {label} | {wall:.1f} | {ratio(wall, plain)} | {f'{floor:.1f}' if floor else ''} "
                      f"| {f'{wall / floor:.2f}' if floor else ''} | {compare_objects(run, reference)} |")  # fmt: skip
     lines += ["", "Per object, wall seconds in the build (.ninja_log):", "",
               "| source | " + " | ".join(found[k]["label"] for k in order) + " |",

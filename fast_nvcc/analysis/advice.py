@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .records import Job, Step
 
@@ -29,6 +29,11 @@ SPLIT_OVERHEAD = 0.10  # o: the split's extra work, a share of the parallel part
 SERIAL_SHARE = {"cicc": 0.37, "ptxas": 0.16}  # s, measured (the module docstring)
 HOST_KINDS = ("preprocess", "cudafe++", "host-compile")
 MOST_POLES = 10
+WORTH = 0.03  # split is advised only where it lowers the floor by this share at least
+
+
+def _shortens(pole: PoleAdvice) -> bool:
+    return pole.split_seconds is not None and not pole.already_split and pole.split_seconds < pole.seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,7 @@ class PoleAdvice:
     host: float  # preprocessing, cudafe++ and the host compile, summed
     split_seconds: float | None  # the compile with split; None: no fast_nvcc log for it
     already_split: bool = False
+    chosen: bool = False  # split it: without, it would end after the floor split gives
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +69,7 @@ class Advice:
     @property
     def sources(self) -> tuple[str, ...]:
         """The file names to give --split-sources: the poles split would shorten."""
-        return tuple(dict.fromkeys(p.source for p in self.poles
-                                   if p.split_seconds is not None and p.split_seconds < p.seconds))  # fmt: skip
+        return tuple(dict.fromkeys(p.source for p in self.poles if p.chosen))
 
     @property
     def setting(self) -> str:
@@ -80,16 +85,27 @@ def advise(jobs: Sequence[Job], *, slots: int, wall: float) -> Advice:
     serial = _serial_shares(jobs)
     s = {tool: value for tool, value, _ in serial}
     poles = sorted((job for job in jobs if job.seconds > share), key=lambda job: -job.seconds)[:MOST_POLES]
-    advised, extra = [], 0.0
+    advised, extras = [], {}
     for job in poles:
         pole, cpu = _pole(job, cores=slots, serial=s)
         advised.append(pole)
-        extra += cpu
-    new_seconds = {id(job): p.split_seconds for job, p in zip(poles, advised) if p.split_seconds is not None}
-    split_floor = None
-    if any(p.split_seconds is not None and p.split_seconds < p.seconds for p in advised):
-        longest = max(new_seconds.get(id(job), job.seconds) for job in jobs)
-        split_floor = max(longest, (total + extra) / max(1, slots))
+        extras[id(job)] = cpu
+    # Split only the compiles that would still end after the floor the split gives: the rest
+    # end before it anyway, and their split would only add work.
+    split_floor, chosen = None, {id(j) for j, p in zip(poles, advised) if _shortens(p)}
+    while chosen:
+        seconds = [next(p.split_seconds for j, p in zip(poles, advised) if j is job)
+                   if id(job) in chosen else job.seconds for job in jobs]  # fmt: skip
+        candidate = max(max(seconds), (total + sum(extras[c] for c in chosen)) / max(1, slots))
+        needed = {id(j) for j, p in zip(poles, advised) if id(j) in chosen and j.seconds > candidate}
+        if needed == chosen:
+            split_floor = candidate
+            break
+        chosen = needed
+    if split_floor is not None and split_floor > floor * (1 - WORTH):
+        split_floor, chosen = None, set()
+    advised = [replace(p, chosen=id(j) in chosen) for j, p in zip(poles, advised)]
+    extra = sum(extras[c] for c in chosen)
     halves = None
     if poles:
         rest = max((job.seconds for job in jobs if job is not poles[0]), default=0.0)

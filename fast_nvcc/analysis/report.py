@@ -154,6 +154,8 @@ def report_tables(a: Analysis) -> Iterator[Table]:
 
 
 def advice_tables(v) -> Iterator[Table]:
+    from .advice import WORTH
+
     """What to change (advice.py): the compiles that set the floor, and what split gives."""
     title = (f"what to change (floor now {_seconds(v.floor)}: max(longest compile, sum / {v.slots} slots = "
              f"{_seconds(v.share)}))")  # fmt: skip
@@ -181,6 +183,11 @@ def advice_tables(v) -> Iterator[Table]:
                  (f"  or fast_nvcc --split {v.threads} --split-sources '{','.join(v.sources)}'",),
                  (f"  (objects then are nvcc's with --split-compile {v.threads}; serial shares "
                   + ", ".join(f"{t} {s:.2f}, {how}" for t, s, how in v.serial) + ")",)]  # fmt: skip
+    else:
+        why = ("the longest compile is split already" if v.poles[0].already_split
+               else "no log of the longest compile's steps" if v.poles[0].split_seconds is None
+               else "their host side or the cpu share would still set it")  # fmt: skip
+        rows.append((f"split would not lower the floor by {WORTH:.0%} or more: {why}",))
     if v.halves_floor is not None:
         rows.append((f"cutting {v.poles[0].source} into two sources instead: floor -> {_seconds(v.halves_floor)}",))
     if v.late_start is not None:
