@@ -776,3 +776,15 @@ def test_split_steps_in_the_log_teach_their_serial_share_and_count_as_split(tmp_
     tool, share, how = v.serial[0]
     assert tool == "cicc" and share == pytest.approx(0.5, abs=1e-6) and how == "learned from 1 split steps"
     assert v.poles[0].already_split and v.split_floor is None
+
+
+def test_only_the_compiles_that_would_still_end_after_the_new_floor_are_split(tmp_path):
+    """The 180 s compile split ends near 98 s; an 80 s one ends before that unsplit, and its
+    split would only add work: it is not advised."""
+    records = [json.loads(line) for line in _pole_build(tmp_path).read_text().splitlines()]
+    middle = log_record(1000.0, 80.0, ["/b/adam.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 80.0)])
+    middle["sources"] = ["/src/multi_tensor/adam.cu"]
+    v = analyze(load_build([str(write_jsonl(tmp_path / "two.jsonl", [*records, middle]))]), slots=4).advice
+    assert [p.source for p in v.poles] == ["relu_grouped.cu", "adam.cu"]
+    assert v.sources == ("relu_grouped.cu",)
+    assert v.split_floor == pytest.approx(v.poles[0].split_seconds)
