@@ -779,10 +779,10 @@ def test_split_steps_in_the_log_teach_their_serial_share_and_count_as_split(tmp_
 
 
 def test_only_the_compiles_that_would_still_end_after_the_new_floor_are_split(tmp_path):
-    """The 180 s compile split ends near 98 s; an 80 s one ends before that unsplit, and its
+    """The 180 s compile split ends near 98 s; a 95 s one ends before that unsplit, and its
     split would only add work: it is not advised."""
     records = [json.loads(line) for line in _pole_build(tmp_path).read_text().splitlines()]
-    middle = log_record(1000.0, 80.0, ["/b/adam.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 80.0)])
+    middle = log_record(1000.0, 95.0, ["/b/adam.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 95.0)])
     middle["sources"] = ["/src/multi_tensor/adam.cu"]
     v = analyze(load_build([str(write_jsonl(tmp_path / "two.jsonl", [*records, middle]))]), slots=4).advice
     assert [p.source for p in v.poles] == ["relu_grouped.cu", "adam.cu"]
