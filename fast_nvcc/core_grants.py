@@ -8,7 +8,7 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
 * **A split step starts on one core**, like any step, and its threads are held to it (their CPU
   affinity), so that N threads do not crowd out the other compiles' steps early in a build.
 * **The grant widens while it runs**, one core per free slot: each extra core is one more shared
-  slot (:mod:`.admission`), asked for at the step's rank, its remaining path.  So when compiles
+  slot (:mod:`.admission`), asked for at the step's rank (its compile's remaining path from it).  So when compiles
   end and slots fall idle, the long poles of the build get them first, up to N.
 * **It narrows again**, one core at a time, when a step of its own compile waits for a slot, or
   when the pool has a better-ranked waiter (a compile's first step, a longer path): a step on one
@@ -67,7 +67,12 @@ class Grant:
 
     task_id: int
     threads: int  # N: more cores than threads would idle
-    priority: float = 0.0  # its remaining path through its compile, seconds
+    # Its rank: its remaining path through its compile, as its compile ranks its steps (scaled by
+    # how far its steps overran their estimates, ready_queue.py); not less the time it has run,
+    # which on a first build takes a pole that overran its default estimate back to the rank
+    # of a light compile's step (TE's cast_grouped.cu took 138 s in a build that ranked so,
+    # 75 s alone: 16 cores, 2026-11-25; the build with this rank is yet to be measured).
+    priority: float = 0.0
     cores: list[int] = field(default_factory=list)
     locked: set[int] = field(default_factory=set)  # those of ``cores`` we hold an flock on
     most: int = 1  # the most cores it held at once

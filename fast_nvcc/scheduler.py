@@ -355,7 +355,7 @@ class Runner:
                 if self.grants and self._now() - self._grants_polled >= self.GRANTS_POLL:
                     self._grants_polled = self._now()
                     self.grants.poll(ours_waiting=waits and self.admission.refused == "slot",
-                                     priority_of=self._remaining)  # fmt: skip
+                                     priority_of=self.ready.priority)  # fmt: skip
                 if not self.processes.running:
                     if not ready:
                         break
@@ -518,11 +518,6 @@ class Runner:
         self.records[task.id].ready = self._now()
         self.ready.push(task)
 
-    def _remaining(self, task_id: int) -> float:
-        """A task's remaining path, less the time it has run already."""
-        start = self.records[task_id].start
-        return max(0.0, self.ready.priority(task_id) - (0.0 if start is None else self._now() - start))
-
     def _handler(self, task: Task) -> Handler:
         return self.handlers[task.action]
 
@@ -591,7 +586,7 @@ class Runner:
         record.start = self._now()
         if self.grants is not None and task.id in self._split and handler.takes_slot and handler.capacity is None:
             record.cores = max(record.cores, 1)
-            self.processes.pin(task.id, self.grants.start(task.id, self._split[task.id], self._remaining(task.id)))
+            self.processes.pin(task.id, self.grants.start(task.id, self._split[task.id], self.ready.priority(task.id)))
         self.processes.begin(task)
         self._notify("start", task, record)
         thread = threading.Thread(target=self._work, args=(task,), daemon=True)
