@@ -12,7 +12,11 @@ counted):
   the first build learned.  Either may be run alone, so that each call of a device stays
   within its time limit: ``--variants fast_nvcc-cold --history FILE`` exports the learned
   costs, and ``--variants fast_nvcc-learned`` later uses the state left in ``--work`` (the
-  same machine), else imports FILE (a fresh one).
+  same machine), else imports FILE (a fresh one);
+* ``nvcc-split`` and ``fast_nvcc-split``: the same compiles with nvcc's ``--split-compile N``
+  (``--split N``, default 16; ``--split-sources`` limits it to some sources): plain nvcc, run
+  through fast_nvcc's launcher with FAST_NVCC_DISABLE=1 so that the flag is added exactly as
+  fast_nvcc adds it (the reference of the split objects), and fast_nvcc ``--split N``.
 
 Every fast_nvcc object is compared with plain nvcc's (temp names masked; as digests, so that
 variants measured in separate runs compare too).  From FAST_NVCC_LOG, as cutlass_build.py does:
