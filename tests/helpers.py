@@ -170,3 +170,20 @@ def copy_sources(destination: Path) -> Path:
 def cases(names, *, quick=frozenset()) -> list:
     """``names`` sorted for ``parametrize``; those in ``quick`` also run in scripts/test --quick."""
     return [pytest.param(n, marks=pytest.mark.quick) if n in quick else n for n in sorted(names)]
+
+
+# Device code whose cost grows with K: ``Many<K>::run`` is K fully unrolled loops of 2000 steps.
+# Kernels built on it keep cicc busy for as long as a test needs.
+UNROLLED_CHAIN = """
+template <int K> __device__ float mix(float x) {
+#pragma unroll
+  for (int i = 0; i < 2000; ++i) x = x * 1.0001f + float((i ^ K) % 7);
+  return x;
+}
+template <int K> struct Many {
+  __device__ static float run(float x) { return mix<K>(Many<K - 1>::run(x)); }
+};
+template <> struct Many<0> {
+  __device__ static float run(float x) { return x; }
+};
+"""

@@ -23,7 +23,7 @@ from fast_nvcc.pool_files import SlotLocks
 from fast_nvcc.slots import Slots
 from fast_nvcc.split_option import matches, settings, with_split
 
-from helpers import fast_nvcc_command, mask, run_tool
+from helpers import UNROLLED_CHAIN, fast_nvcc_command, mask, run_tool
 
 # -- how many threads -----------------------------------------------------------------------------
 
@@ -221,18 +221,7 @@ def test_split_zero_on_the_command_line_is_refused_in_one_line(tmp_path):
 # -- real nvcc ------------------------------------------------------------------------------------
 
 # Eight kernels, so that cicc's split has something to share out; cicc runs a few seconds.
-KERNELS = """
-template <int K> __device__ float mix(float x) {
-#pragma unroll
-  for (int i = 0; i < 2000; ++i) x = x * 1.0001f + float((i ^ K) % 7);
-  return x;
-}
-template <int K> struct Many {
-  __device__ static float run(float x) { return mix<K>(Many<K - 1>::run(x)); }
-};
-template <> struct Many<0> {
-  __device__ static float run(float x) { return x; }
-};
+KERNELS = UNROLLED_CHAIN + """
 template <int J> __global__ void kernel(float* data) { data[threadIdx.x] = Many<12 + J>::run(data[threadIdx.x]); }
 """ + "".join(f"template __global__ void kernel<{j}>(float*);\n" for j in range(8))
 

@@ -17,23 +17,12 @@ import psutil
 import pytest
 
 from fast_nvcc import leftovers
-from helpers import fast_nvcc_command
+from helpers import UNROLLED_CHAIN, fast_nvcc_command
 
 pytestmark = pytest.mark.nvcc
 
 # Device code that keeps cicc busy for minutes: fully unrolled loops in 150 instantiations.
-HEAVY_SOURCE = """
-template <int K> __device__ float mix(float x) {
-#pragma unroll
-  for (int i = 0; i < 2000; ++i) x = x * 1.0001f + float((i ^ K) % 7);
-  return x;
-}
-template <int K> struct Many {
-  __device__ static float run(float x) { return mix<K>(Many<K - 1>::run(x)); }
-};
-template <> struct Many<0> {
-  __device__ static float run(float x) { return x; }
-};
+HEAVY_SOURCE = UNROLLED_CHAIN + """
 __global__ void heavy_kernel(float* data) { data[threadIdx.x] = Many<150>::run(data[threadIdx.x]); }
 """
 
