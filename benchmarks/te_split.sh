@@ -6,8 +6,12 @@
 #      flags, fast_nvcc without split;
 #   2. cast_grouped.cu alone: fast_nvcc --split 16 and plain nvcc;
 #   3. multi_tensor/adam.cu: nvcc --split-compile 16 and fast_nvcc --split 16 (identical objects).
-# The whole series outlasts one device call (10 minutes), so it runs in the background:
-#     setsid sh benchmarks/te_split.sh /tmp/te-split [STEPS] > /dev/null 2>&1 < /dev/null &
+# The whole series outlasts one device call (10 minutes): run some STEPS per call in the
+# foreground (`sh benchmarks/te_split.sh $OUT "subset-split subset-nvcc"`, about 8 minutes), or
+# the whole series in the background,
+#     setsid sh benchmarks/te_split.sh /tmp/te-split > /dev/null 2>&1 < /dev/null &
+# which lasts only while each next call comes within the device's 30 idle seconds (on
+# 2026-11-25 the second call came too late, and the series was lost with its machine),
 # and later calls copy /tmp/te-split (progress, *.json, *.out, logs-*/) while it runs. STEPS picks
 # some of: subset-split subset-nvcc cast-split adam subset-fast cast-nvcc (the default, in the
 # order of what each answers first), subset-wide (fast_nvcc at ninja -j64: every compile visible
