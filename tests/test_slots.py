@@ -188,11 +188,15 @@ def test_pool_lives_outside_tmpdir(tmp_path, monkeypatch):
 # -- with nvcc -----------------------------------------------------------------------------
 
 
-def command_intervals(log: Path) -> list[tuple[float, float]]:
+def command_intervals(log: Path, *, short: bool = True) -> list[tuple[float, float]]:
+    """When each command ran; ``short=False``: not the short steps (fatbinary, as), which run
+    without a slot of the pool by design (docs/scheduling.md)."""
     intervals = []
     for line in log.read_text().splitlines():
         record = json.loads(line)
         for step in record.get("steps", []):
+            if not short and step.get("over_pool") == "short":
+                continue
             if step["command"] and step["start"] is not None and step["end"] is not None:
                 intervals.append((record["run_start"] + step["start"], record["run_start"] + step["end"]))
     return intervals
@@ -319,8 +323,9 @@ def test_machine_pool_bounds_concurrent_processes(nvcc, sources, tmp_path):
     assert [p.wait() for p in procs] == [0] * len(units)
     # Two slots; a compile's first step may run over the pool only beside another compile's
     # extra step, and a compile over the pool holds no slot and starts no extra step: at most
-    # the two slots' commands plus one for each of the four other compiles.
-    assert 2 <= peak_concurrency(command_intervals(log)) <= 2 + len(units) - 1
+    # the two slots' commands plus one for each of the four other compiles.  Short steps
+    # (fatbinary, as) take no slot by design: a peak of 7 with them once (2026-11-25).
+    assert 2 <= peak_concurrency(command_intervals(log, short=False)) <= 2 + len(units) - 1
     for proc in psutil.Process().children(recursive=True):
         assert "fast_nvcc" not in " ".join(proc.cmdline())
 
