@@ -470,6 +470,11 @@ def format_summary(report: RunReport, *, what: str = "") -> str:
         waited = max(s.waited for s in sent)
         detail = ", ".join(f"{what} {n}" for what, n in sorted(remote.items()))
         lines.append(f"  sccache: {len(sent)} steps ({detail}); longest wait to start {waited:.2f} s")
+    split = [s for s in report.steps if s.cores]
+    if split:
+        lines.append("  split steps: " + ", ".join(
+            f"{s.label} {s.seconds:.2f} s on up to {s.cores} core{'s' if s.cores != 1 else ''}"
+            + (f" ({s.cpu_seconds:.2f} s cpu)" if s.cpu_seconds is not None else "") for s in split))  # fmt: skip
     failed = report.failed_guesses()
     if failed:
         lost = sum(s.guess_lost for s in failed)

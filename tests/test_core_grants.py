@@ -272,7 +272,7 @@ def test_a_split_cicc_is_held_to_its_granted_core_then_widened_and_its_ptx_is_nv
     (held,) = other.lock_free(1, skip=())
     env = {**os.environ, "FAST_NVCC_POOL_DIR": str(pool), "FAST_NVCC_POOL_SIZE": "2", "TMPDIR": str(tmp_path / "t")}
     env = {k: v for k, v in env.items() if not k.startswith("FAST_NVCC_") or k.startswith("FAST_NVCC_POOL")}
-    proc = subprocess.Popen(fast_nvcc_command(nvcc, args), cwd=tmp_path, env=env,
+    proc = subprocess.Popen(fast_nvcc_command(nvcc, args, ["--summary"]), cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     try:
         seen = _cicc_affinities(proc, on_one_core=lambda: other.unlock(held))
@@ -285,6 +285,7 @@ def test_a_split_cicc_is_held_to_its_granted_core_then_widened_and_its_ptx_is_nv
     assert [len(cpus) for cpus in seen][:1] == [1], seen
     assert any(len(cpus) == 2 for cpus in seen[1:]), seen
     assert mask((tmp_path / "kernels.ptx").read_bytes()) == mask(plain.files["kernels.ptx"])
+    assert b"split steps: " in stderr and b"cicc compute_90" in stderr and b"on up to 2 cores" in stderr
 
 
 @pytest.mark.nvcc
