@@ -114,6 +114,14 @@ def pid_of(step: Step) -> int:
     return step.index + 3
 
 
+def trace_files(argv) -> list[str]:
+    """The trace files a cicc of :func:`add_tool_traces` writes (``--device-time-trace PATH``).
+    A run stopped to be run again may leave one half-written, and the ptxas after the new run
+    then reads what it finds there: "... not in expected format", exit 255 (once in the suite,
+    2026-11-25).  The runner removes them first."""
+    return [argv[i + 1] for i, word in enumerate(argv[:-1]) if word == "--device-time-trace"]
+
+
 def add_tool_traces(plan: Plan, *, directory: str, cwd: str, host: bool = False) -> tuple[Plan, ToolTraces]:
     """The plan with nvcc's trace options on each cicc and on the ptxas steps that read its
     PTX, each architecture's trace file in ``directory`` (its own, so the architectures run in

@@ -24,6 +24,7 @@ The scheduler knows how to run a graph of tasks, not what the tasks are for:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import queue
@@ -468,6 +469,11 @@ class Runner:
                 self._make_ready(as_task)
 
     def _run_again(self, task: Task, why: str) -> None:
+        from .device_trace import trace_files
+
+        for path in trace_files(self.tasks[task.id].step.argv):  # what the stopped run half wrote
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(self.cwd, path))
         record = self.records[task.id]
         record.guess_failed = why
         record.guess_lost += record.seconds

@@ -13,6 +13,8 @@ The files follow the data, in this order:
     model.py     analyze: bound, profile, long poles, what-if, phases   (Jobs in, Analysis out)
     device.py    sum_device_costs: templates, headers, functions from --device-trace; the
                  template what-if
+    advice.py    advise: the compiles that set the floor, what --split or cutting a source
+                 would give it, the settings to use (the report's last table)
     report.py    format_text / format_markdown
     schema.py    json_report: the JSON schema, in one place
     plot.py      write_plot
