@@ -77,6 +77,7 @@ class Grant:
     locked: set[int] = field(default_factory=set)  # those of ``cores`` we hold an flock on
     most: int = 1  # the most cores it held at once
     again: int = 0  # polls left to hold its threads again (threads made while we held them)
+    timeline: list[tuple[float, int]] = field(default_factory=list)  # (when, cores) at each change
 
     @property
     def width(self) -> int:
@@ -111,8 +112,10 @@ class Grants:
     YIELD_SECONDS = 2.0
 
     def __init__(self, admission: Admission, *, pool_directory: str | None,
-                 pin: Callable[[int, frozenset[int]], None], cpus: Iterable[int] | None = None) -> None:  # fmt: skip
+                 pin: Callable[[int, frozenset[int]], None], cpus: Iterable[int] | None = None,
+                 now: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.admission = admission
+        self.now = now  # the run's clock, for each grant's timeline
         self.pin = pin  # (task, CPUs): hold the task's processes to those CPUs
         self.cpus = sorted(_usable() if cpus is None else cpus)  # the CPUs a grant's cores name
         self._running: dict[int, Grant] = {}
@@ -134,6 +137,7 @@ class Grants:
         grant = Grant(task_id, threads, priority)
         self._running[task_id] = grant
         self._add_core(grant)
+        grant.timeline.append((self.now(), 1))
         return self.cpus_of(grant)
 
     def end(self, task_id: int) -> Grant | None:
@@ -185,6 +189,7 @@ class Grants:
         for grant in changed:
             grant.most = max(grant.most, grant.width)
             grant.again = 3
+            grant.timeline.append((self.now(), grant.width))
         for grant in self._running.values():
             if grant.again:
                 grant.again -= 1

@@ -66,6 +66,7 @@ class StepReport:
     guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guesses): why
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
     cores: int = 0  # a split step: the most cores its threads held at once (core_grants)
+    core_timeline: tuple[tuple[float, int], ...] = ()  # ... (seconds into the run, cores) at each change
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +189,7 @@ def build_report(
                 guess_failed=record.guess_failed,
                 guess_lost=record.guess_lost,
                 cores=record.cores,
+                core_timeline=tuple(record.core_timeline),
             )
         )
     return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at)
@@ -594,7 +596,7 @@ def log_record(
                 **({"memory_evicted": True} if s.memory_evicted else {}),
                 **({"oom_rerun": True} if s.oom_rerun else {}),
                 **({"guess_failed": s.guess_failed, "guess_lost": round(s.guess_lost, 6)} if s.guess_failed else {}),
-                **({"cores": s.cores} if s.cores else {}),
+                **({"cores": s.cores, "cores_at": [[round(t, 6), n] for t, n in s.core_timeline]} if s.cores else {}),
             }
             for s in report.steps
         ]

@@ -286,7 +286,7 @@ class Runner:
             from .slots import pool_directory
 
             self.grants = Grants(self.admission, pool_directory=getattr(self.slots, "directory", None)
-                                 or pool_directory(self.env), pin=self.processes.pin)  # fmt: skip
+                                 or pool_directory(self.env), pin=self.processes.pin, now=self._now)  # fmt: skip
         self._redo: dict[int, tuple[Task, str]] = {}  # running tasks to run again, and why
 
     def close(self) -> None:
@@ -376,6 +376,7 @@ class Runner:
                     if grant is not None:
                         self.processes.pin(task_id, None)
                         record.cores = max(record.cores, grant.most)
+                        record.core_timeline = list(grant.timeline)
                 self.admission.end(
                     tasks[task_id], record.slot, takes_slot=handler.takes_slot, capacity=handler.capacity
                 )

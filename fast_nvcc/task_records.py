@@ -38,6 +38,7 @@ class Record:
     remote_note: str = ""  # why it ran here after all
     slot: int | None = None
     cores: int = 0  # a split step (-split-compile N): the most cores its threads held at once
+    core_timeline: list[tuple[float, int]] = field(default_factory=list)  # ... and when it held how many
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_wait: float = 0.0  # seconds of its wait spent held back by the memory budget
     memory_stopped: float = 0.0  # seconds it was stopped (SIGSTOP) for lack of memory

@@ -5,6 +5,7 @@ to the one core it was granted and then widened as a slot frees, its output nvcc
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -272,6 +273,7 @@ def test_a_split_cicc_is_held_to_its_granted_core_then_widened_and_its_ptx_is_nv
     (held,) = other.lock_free(1, skip=())
     env = {**os.environ, "FAST_NVCC_POOL_DIR": str(pool), "FAST_NVCC_POOL_SIZE": "2", "TMPDIR": str(tmp_path / "t")}
     env = {k: v for k, v in env.items() if not k.startswith("FAST_NVCC_") or k.startswith("FAST_NVCC_POOL")}
+    env["FAST_NVCC_LOG"] = str(tmp_path / "log.jsonl")
     proc = subprocess.Popen(fast_nvcc_command(nvcc, args, ["--summary"]), cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     try:
@@ -286,6 +288,13 @@ def test_a_split_cicc_is_held_to_its_granted_core_then_widened_and_its_ptx_is_nv
     assert any(len(cpus) == 2 for cpus in seen[1:]), seen
     assert mask((tmp_path / "kernels.ptx").read_bytes()) == mask(plain.files["kernels.ptx"])
     assert b"split steps: " in stderr and b"cicc compute_90" in stderr and b"on up to 2 cores" in stderr
+    # The log says when it held how many: one core from its start, two later.
+    (record,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    (cicc,) = [step for step in record["steps"] if step["tool"] == "cicc"]
+    assert cicc["cores"] == 2
+    times, cores = zip(*cicc["cores_at"])
+    assert cores[0] == 1 and 2 in cores and list(times) == sorted(times)
+    assert cicc["start"] <= times[0] <= times[-1] <= cicc["end"]
 
 
 @pytest.mark.nvcc
