@@ -440,20 +440,16 @@ def test_started_compiles_ask_by_rank_unless_the_build_tool_holds_compiles_back(
 
 def test_the_longest_compile_runs_its_steps_side_by_side_once_every_compile_has_started(tmp_path):
     """Pool of two: a long pole (a step, then two long ones that may run side by side) and
-    three light chains, all starting at once.  With nothing held back by the build tool, once each compile has run
-    a step the long pole's long steps outrank the light ones and run together; while the tool is
-    full, each compile keeps the slot of its first step, and the long pole runs them one after
-    another (a schedule property, with room for process start-up on a loaded machine)."""
+    three light chains, all starting at once.  With nothing held back by the build tool, once
+    each compile has run a step the long pole's long steps outrank the light ones and run
+    together.  (While the tool is full each compile keeps asking as for a first step: the rule
+    is checked by rank above; its timing was compared here until a loaded machine let the long
+    pole take a second slot first, twice in the suite, 2026-11-25.)"""
     long_pole = ([1.0, 2.0, 2.0], [1.0, 2.0, 2.0], {"1": [0], "2": [0]})
     light = ([0.5] * 4, [0.5] * 4, {"1": [0], "2": [1], "3": [2]})
-    overlaps = {}
-    for full in (False, True):
-        results = run_compiles(tmp_path / str(full), [long_pole, light, light, light], size=2, full=full, together=True)
-        _, a, b = results[0]
-        overlaps[full] = min(a[1], b[1]) - max(a[0], b[0])
-    # (while the tool is full they overlap only where a stalled process let the long pole
-    # take a second slot before the light compiles asked: seen once under a load of 12)
-    assert overlaps[False] >= 1.0 and overlaps[True] <= overlaps[False] - 0.5, overlaps
+    results = run_compiles(tmp_path, [long_pole, light, light, light], size=2, full=False, together=True)
+    _, a, b = results[0]
+    assert min(a[1], b[1]) - max(a[0], b[0]) >= 1.0, results[0]
 
 
 def test_while_the_build_tool_is_full_the_compiles_nearest_their_end_run_extra_steps(tmp_path, monkeypatch):
