@@ -18,12 +18,11 @@ cudafe++, host compile) does not, and bounds it below.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from .records import Job, Step
+from .records import Advice, Job, PoleAdvice, Step
 
 SPLIT_OVERHEAD = 0.10  # o: the split's extra work, a share of the parallel part
 SERIAL_SHARE = {"cicc": 0.37, "ptxas": 0.16}  # s, measured (the module docstring)
@@ -34,48 +33,6 @@ WORTH = 0.03  # split is advised only where it lowers the floor by this share at
 
 def _shortens(pole: PoleAdvice) -> bool:
     return pole.split_seconds is not None and not pole.already_split and pole.split_seconds < pole.seconds
-
-
-@dataclass(frozen=True, slots=True)
-class PoleAdvice:
-    """One compile that sets the floor, and what split would make of it."""
-
-    name: str
-    source: str  # its source's file name, as --split-sources takes it
-    start: float
-    seconds: float
-    cicc: float  # its longest architecture's cicc, seconds
-    ptxas: float  # ... and that architecture's ptxas
-    host: float  # preprocessing, cudafe++ and the host compile, summed
-    split_seconds: float | None  # the compile with split; None: no fast_nvcc log for it
-    already_split: bool = False
-    chosen: bool = False  # split it: without, it would end after the floor split gives
-
-
-@dataclass(frozen=True, slots=True)
-class Advice:
-    slots: int
-    share: float  # sum of job times / slots
-    floor: float  # the build's floor now
-    poles: tuple[PoleAdvice, ...]  # longest first
-    threads: int  # the N to split with
-    split_floor: float | None  # the floor with the poles split; None: nothing to split
-    split_extra_cpu: float  # seconds of cpu the split adds
-    serial: tuple[tuple[str, float, str], ...]  # (tool, s, "measured" | "learned from N steps")
-    halves_floor: float | None  # the floor with the longest compile's source cut in two
-    late_start: float | None  # the longest compile started this late, and ended the build
-    wall: float
-
-    @property
-    def sources(self) -> tuple[str, ...]:
-        """The file names to give --split-sources: the poles split would shorten."""
-        return tuple(dict.fromkeys(p.source for p in self.poles if p.chosen))
-
-    @property
-    def setting(self) -> str:
-        if not self.sources:
-            return ""
-        return f"FAST_NVCC_SPLIT={self.threads} FAST_NVCC_SPLIT_SOURCES='{','.join(self.sources)}'"
 
 
 def advise(jobs: Sequence[Job], *, slots: int, wall: float) -> Advice:
@@ -92,10 +49,10 @@ def advise(jobs: Sequence[Job], *, slots: int, wall: float) -> Advice:
         extras[id(job)] = cpu
     # Split only the compiles that would still end after the floor the split gives: the rest
     # end before it anyway, and their split would only add work.
+    split_of = {id(j): p.split_seconds for j, p in zip(poles, advised)}
     split_floor, chosen = None, {id(j) for j, p in zip(poles, advised) if _shortens(p)}
     while chosen:
-        seconds = [next(p.split_seconds for j, p in zip(poles, advised) if j is job)
-                   if id(job) in chosen else job.seconds for job in jobs]  # fmt: skip
+        seconds = [split_of[id(job)] if id(job) in chosen else job.seconds for job in jobs]
         candidate = max(max(seconds), (total + sum(extras[c] for c in chosen)) / max(1, slots))
         needed = {id(j) for j, p in zip(poles, advised) if id(j) in chosen and j.seconds > candidate}
         if needed == chosen:
@@ -114,7 +71,7 @@ def advise(jobs: Sequence[Job], *, slots: int, wall: float) -> Advice:
     last = max(jobs, key=lambda job: job.end) if jobs else None
     if poles and last is poles[0] and poles[0].start > 0.1 * wall:
         late = poles[0].start
-    return Advice(slots, share, floor, tuple(advised), slots, split_floor, extra, serial, halves, late, wall)
+    return Advice(slots, share, floor, tuple(advised), split_floor, extra, serial, halves, late)
 
 
 def split_step(cpu: float, *, serial: float, cores: int) -> tuple[float, float]:
@@ -176,15 +133,14 @@ def _pole(job: Job, *, cores: int, serial: dict[str, float]) -> tuple[PoleAdvice
     ptxas = sum(s.seconds for s in chain if s.tool == "ptxas")
     if any(s.cores > 1 for s in steps if s.tool in ("cicc", "ptxas")):
         return PoleAdvice(job.name, source, job.start, job.seconds, cicc, ptxas, host, job.seconds, already_split=True), 0.0
-    new_chain, extra = 0.0, 0.0
-    for step in chain:
-        cpu = max(step.seconds, step.cpu_seconds or 0.0)
-        wall, spent = split_step(cpu, serial=serial[step.tool], cores=cores)
-        new_chain += wall
+    new_chain, extra, on_chain = 0.0, 0.0, {id(s) for s in chain}
     for step in steps:  # every architecture's steps get split, not only the longest chain's
         if step.tool in serial:
             cpu = max(step.seconds, step.cpu_seconds or 0.0)
-            extra += split_step(cpu, serial=serial[step.tool], cores=cores)[1] - cpu
+            wall, spent = split_step(cpu, serial=serial[step.tool], cores=cores)
+            extra += spent - cpu
+            if id(step) in on_chain:
+                new_chain += wall
     seconds = max(job.seconds - (cicc + ptxas) + new_chain, host)
     return PoleAdvice(job.name, source, job.start, job.seconds, cicc, ptxas, host, seconds), extra
 
@@ -200,6 +156,3 @@ def _source_name(job: Job) -> str:
             return base[: -len(suffix)]
     return base
 
-
-def ratio(new: float, old: float) -> str:
-    return f"{new / old:.2f}" if old > 0 and math.isfinite(new) else "?"

@@ -4,7 +4,6 @@ analysis; and the one error the analysis raises."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import FastNvccError
 
@@ -270,6 +269,56 @@ class FailedGuess:
     compiles: tuple[tuple[float, str], ...]  # (seconds lost, output), the costliest first
 
 
+# What to change (advice.py).
+
+
+@dataclass(frozen=True, slots=True)
+class PoleAdvice:
+    """One compile that sets the floor, and what split would make of it."""
+
+    name: str
+    source: str  # its source's file name, as --split-sources takes it
+    start: float
+    seconds: float
+    cicc: float  # its longest architecture's cicc, seconds
+    ptxas: float  # ... and that architecture's ptxas
+    host: float  # preprocessing, cudafe++ and the host compile, summed
+    split_seconds: float | None  # the compile with split; None: no fast_nvcc log for it
+    already_split: bool = False
+    chosen: bool = False  # split it: without, it would end after the floor split gives
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """What to change (advice.py): the compiles that set the floor, and what split gives."""
+
+    slots: int
+    share: float  # sum of job times / slots
+    floor: float  # the build's floor now
+    poles: tuple[PoleAdvice, ...]  # longest first
+    split_floor: float | None  # the floor with the poles split; None: nothing to split
+    split_extra_cpu: float  # seconds of cpu the split adds
+    serial: tuple[tuple[str, float, str], ...]  # (tool, s, "measured" | "learned from N steps")
+    halves_floor: float | None  # the floor with the longest compile's source cut in two
+    late_start: float | None  # the longest compile started this late, and ended the build
+
+    @property
+    def threads(self) -> int:
+        """The N to split with: the build's slots."""
+        return self.slots
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The file names to give --split-sources: the poles split would shorten."""
+        return tuple(dict.fromkeys(p.source for p in self.poles if p.chosen))
+
+    @property
+    def setting(self) -> str:
+        if not self.sources:
+            return ""
+        return f"FAST_NVCC_SPLIT={self.threads} FAST_NVCC_SPLIT_SOURCES='{','.join(self.sources)}'"
+
+
 @dataclass(frozen=True, slots=True)
 class Analysis:
     build: Build
@@ -289,7 +338,7 @@ class Analysis:
     device: DeviceCosts | None = None
     top: int = 10
     failed_guesses: tuple[FailedGuess, ...] = ()
-    advice: Any = None  # advice.Advice: what to change (the compiles that set the floor, split)
+    advice: Advice | None = None  # what to change: the compiles that set the floor, split
 
     @property
     def parallelism(self) -> float:

@@ -7,7 +7,8 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from .records import BOOKKEEPING_TOOLS, Analysis, Build, Job, PhaseTotal
+from .advice import WORTH
+from .records import BOOKKEEPING_TOOLS, Advice, Analysis, Build, Job, PhaseTotal
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,9 +154,7 @@ def report_tables(a: Analysis) -> Iterator[Table]:
         yield from advice_tables(a.advice)
 
 
-def advice_tables(v) -> Iterator[Table]:
-    from .advice import WORTH
-
+def advice_tables(v: Advice) -> Iterator[Table]:
     """What to change (advice.py): the compiles that set the floor, and what split gives."""
     title = (f"what to change (floor now {_seconds(v.floor)}: max(longest compile, sum / {v.slots} slots = "
              f"{_seconds(v.share)}))")  # fmt: skip
