@@ -30,6 +30,11 @@ class Admission:
         self.refused = ""  # why the last reserve() said no: "slot" or "memory"
 
     @property
+    def _in_use(self) -> int:
+        """Slot-taking commands running, and the extra cores of split steps."""
+        return self._commands + len(self._widened)
+
+    @property
     def free(self) -> bool:
         """Is one of the local slots (-j) free?"""
         return bool(self._free_slots)
@@ -52,7 +57,7 @@ class Admission:
         if short:
             self.refused = "memory"
             return self.memory is None or self.memory.reserve(task.id, now=now)
-        if self._commands + len(self._widened) < self.slots.implicit + self.slots.held:
+        if self._in_use < self.slots.implicit + self.slots.held:
             # An idle slot of ours: keep it, unless this would be an extra step of this compile
             # (or any step, once the pool says started compiles compete) and the pool has a
             # better claim waiting (it is released below and asked for anew).
@@ -78,7 +83,7 @@ class Admission:
             return slot, "short"
         if slot is not None:
             self._commands += 1
-            over_pool = self.slots.over_pool(self._commands + len(self._widened) - self.slots.implicit)
+            over_pool = self.slots.over_pool(self._in_use - self.slots.implicit)
         return slot, over_pool
 
     def end(self, task: Task, slot: int | None, *, takes_slot: bool, capacity: int | None) -> None:
@@ -96,7 +101,7 @@ class Admission:
         slot (-j) and a shared one, asked for at that rank."""
         if not self._free_slots:
             return False
-        if self.slots.held < max(0, self._commands + len(self._widened) + 1 - self.slots.implicit):
+        if self.slots.held < max(0, self._in_use + 1 - self.slots.implicit):
             if not self.slots.try_acquire(priority):
                 return False
         self._widened.append(self._free_slots.pop())
@@ -109,5 +114,5 @@ class Admission:
 
     def release_idle(self) -> None:
         """Give back shared slots no running step uses, so other compiles can have them."""
-        while self.slots.held > max(0, self._commands + len(self._widened) - self.slots.implicit):
+        while self.slots.held > max(0, self._in_use - self.slots.implicit):
             self.slots.release()

@@ -75,7 +75,6 @@ class Grant:
     priority: float = 0.0
     cores: list[int] = field(default_factory=list)
     locked: set[int] = field(default_factory=set)  # those of ``cores`` we hold an flock on
-    most: int = 1  # the most cores it held at once
     again: int = 0  # polls left to hold its threads again (threads made while we held them)
     timeline: list[tuple[float, int]] = field(default_factory=list)  # (when, cores) at each change
 
@@ -187,7 +186,6 @@ class Grants:
     def _pin(self, changed: list[Grant]) -> None:
         """Hold the changed steps' threads to their cores, now and at the next two polls."""
         for grant in changed:
-            grant.most = max(grant.most, grant.width)
             grant.again = 3
             grant.timeline.append((self.now(), grant.width))
         for grant in self._running.values():

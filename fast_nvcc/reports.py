@@ -65,8 +65,12 @@ class StepReport:
     oom_rerun: bool = False  # killed for memory and run again (fast_nvcc.memory)
     guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guesses): why
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
-    cores: int = 0  # a split step: the most cores its threads held at once (core_grants)
-    core_timeline: tuple[tuple[float, int], ...] = ()  # ... (seconds into the run, cores) at each change
+    core_timeline: tuple[tuple[float, int], ...] = ()  # a split step: (seconds into the run, cores) at each change
+
+    @property
+    def cores(self) -> int:
+        """A split step: the most cores its threads held at once (0: not one)."""
+        return max((n for _, n in self.core_timeline), default=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +192,6 @@ def build_report(
                 oom_rerun=record.oom_rerun,
                 guess_failed=record.guess_failed,
                 guess_lost=record.guess_lost,
-                cores=record.cores,
                 core_timeline=tuple(record.core_timeline),
             )
         )

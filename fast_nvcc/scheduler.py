@@ -375,8 +375,7 @@ class Runner:
                     grant = self.grants.end(task_id)
                     if grant is not None:
                         self.processes.pin(task_id, None)
-                        record.cores = max(record.cores, grant.most)
-                        record.core_timeline = list(grant.timeline)
+                        record.core_timeline += grant.timeline  # (a run again after a failed guess adds its own)
                 self.admission.end(
                     tasks[task_id], record.slot, takes_slot=handler.takes_slot, capacity=handler.capacity
                 )
@@ -592,7 +591,6 @@ class Runner:
             record.memory_wait = self.memory.waited(task.id)
         record.start = self._now()
         if self.grants is not None and task.id in self._split and handler.takes_slot and handler.capacity is None:
-            record.cores = max(record.cores, 1)
             self.processes.pin(task.id, self.grants.start(task.id, self._split[task.id], self.ready.priority(task.id)))
         self.processes.begin(task)
         self._notify("start", task, record)

@@ -37,8 +37,9 @@ class Record:
     remote: str | None = None  # sent to sccache: what became of it (sccache_stats.Outcome)
     remote_note: str = ""  # why it ran here after all
     slot: int | None = None
-    cores: int = 0  # a split step (-split-compile N): the most cores its threads held at once
-    core_timeline: list[tuple[float, int]] = field(default_factory=list)  # ... and when it held how many
+    # A split step (-split-compile N, fast_nvcc.core_grants): (when, how many cores) its threads
+    # were held to, at its start and each change.
+    core_timeline: list[tuple[float, int]] = field(default_factory=list)
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_wait: float = 0.0  # seconds of its wait spent held back by the memory budget
     memory_stopped: float = 0.0  # seconds it was stopped (SIGSTOP) for lack of memory
@@ -47,6 +48,11 @@ class Record:
     dropped: bool = False  # an optional task that never started, was stopped, or did not help
     # Captured output: (fd, path) in the order to forward them.
     captures: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def cores(self) -> int:
+        """A split step: the most cores its threads held at once (0: not one)."""
+        return max((n for _, n in self.core_timeline), default=0)
 
     @property
     def seconds(self) -> float:
