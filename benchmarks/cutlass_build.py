@@ -9,7 +9,11 @@ source), Release, CMake + Ninja with -j = cores, each variant from a clean build
   directory: first with no cost history, then with the costs the first build learned;
 * ``cache``: fast_nvcc with FAST_NVCC_CACHE=1 and a fresh cache: a cold build, then the
   unchanged project again (warm; issue 11's bar: <= 5% of cold) in a fresh build directory,
-  and once more in the cold build's directory, cleaned and configured anew.
+  and once more in the cold build's directory, cleaned and configured anew;
+* ``split`` (not by default): fast_nvcc with FAST_NVCC_SPLIT=16, every compile split, no
+  history; ``cold``: fast_nvcc's first build alone, what split is compared with (issue 30:
+  a work-bound build may lose at most 3% by split). Split objects are nvcc --split-compile
+  16's and are not compared with nvcc's.
 
 Every fast_nvcc object is compared with plain nvcc's (temp names masked; as digests, so that
 variants measured in separate runs compare too).  From FAST_NVCC_LOG: the floor, max(longest
@@ -112,6 +116,7 @@ class Build:
     launcher: bool = False
     cache: bool = False
     directory: str = ""  # the build directory's name, if not build-<key>
+    split: int = 0  # fast_nvcc --split N on every compile (FAST_NVCC_SPLIT)
 
 
 BUILDS = {
@@ -119,6 +124,10 @@ BUILDS = {
     "nvcc-t0": Build("nvcc-t0", "nvcc -t0", flags="-t0"),
     "fast_nvcc-cold": Build("fast_nvcc-cold", "fast_nvcc, no cost history", launcher=True),
     "fast_nvcc-learned": Build("fast_nvcc-learned", "fast_nvcc, costs learned from the build before", launcher=True),
+    # Every compile split: what a work-bound build loses by it (its objects are nvcc
+    # --split-compile 16's, so they are not compared with nvcc's).
+    "fast_nvcc-split": Build("fast_nvcc-split", "fast_nvcc --split 16, every compile, no cost history", launcher=True,
+                             split=16),  # fmt: skip
     "cache-cold": Build("cache-cold", "fast_nvcc --cache, cold", launcher=True, cache=True),
     "cache-warm": Build("cache-warm", "fast_nvcc --cache, warm (unchanged, fresh build dir)", launcher=True, cache=True),
     # Cleaned and configured again at the cold build's path: what a key that holds the
@@ -132,6 +141,8 @@ GROUPS = {
     "nvcc": ["nvcc"],
     "nvcc-t0": ["nvcc-t0"],
     "fast_nvcc": ["fast_nvcc-cold", "fast_nvcc-learned"],
+    "split": ["fast_nvcc-split"],
+    "cold": ["fast_nvcc-cold"],  # the first build alone: what split is measured against
     "cache": ["cache-cold", "cache-warm", "cache-warm-same-dir"],
 }
 NVCC_KEYS = ("nvcc", "nvcc-t0")
@@ -284,6 +295,8 @@ def build_environment(build: Build, *, state: Path, log: Path, tmp: Path) -> dic
     env["FAST_NVCC_LOG"] = str(log)
     if build.cache:
         env["FAST_NVCC_CACHE"] = "1"
+    if build.split:
+        env["FAST_NVCC_SPLIT"] = str(build.split)
     return env
 
 
@@ -605,6 +618,10 @@ def report_config(found: dict[str, dict]) -> str:
             cold, warm = found["cache-cold"]["wall_seconds"], found[warm_key]["wall_seconds"]
             lines.append(f"- {found[warm_key]['label']} / cold = {warm:.1f} / {cold:.1f} s = **{100 * warm / cold:.1f}%** "
                          "(issue 11: ≤ 5%)")  # fmt: skip
+    if "fast_nvcc-split" in found and "fast_nvcc-cold" in found:
+        split, without = found["fast_nvcc-split"]["wall_seconds"], found["fast_nvcc-cold"]["wall_seconds"]
+        lines.append(f"- split on every compile / without (no history either) = {split:.1f} / {without:.1f} s = "
+                     f"**{split / without:.3f}x** (issue 30: at most 1.03x)")  # fmt: skip
     if "cache-cold" in found:
         cold = found["cache-cold"]["wall_seconds"]
         if "fast_nvcc-cold" in found:
@@ -621,6 +638,8 @@ def ratio(wall: float, against: dict | None) -> str:
 
 
 def compare_objects(run: dict, plain: dict | None) -> str:
+    if BUILDS[run["key"]].split:
+        return f"{len(run['objects'])}, split: nvcc --split-compile {BUILDS[run['key']].split}'s, not nvcc's"
     if run["key"] in NVCC_KEYS:
         return f"{len(run['objects'])} (reference)" if plain is not None and run["key"] == plain["key"] else ""
     if plain is None:
@@ -696,7 +715,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"{len(QUICK_EXAMPLES)} examples, for a 2-core machine")
     parser.add_argument("--examples", nargs="+", metavar="REL", help="these sources (relative to examples/) instead")
     parser.add_argument("--exclude", action="append", metavar="NAME", help="leave out an example (directory or file name)")
-    parser.add_argument("--variants", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
+    parser.add_argument("--variants", default="nvcc,nvcc-t0,fast_nvcc,cache",
+                        help=f"comma-separated, of {', '.join(GROUPS)} (default: %(default)s)")  # fmt: skip
     parser.add_argument("--results", help="merge the results into this JSON file (and print all it holds)")
     parser.add_argument("--logs", help="copy each fast_nvcc build's FAST_NVCC_LOG here")
     parser.add_argument("--memory-limit", type=parse_memory, metavar="SIZE",
