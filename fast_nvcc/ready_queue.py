@@ -6,7 +6,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from .graph import Task
+from .graph import Dag, Task, priorities
+from .plan import Kind
 from .slots import Slots
 from .task_records import Record
 
@@ -24,6 +25,12 @@ class ReadyQueue:
     # to take OVERRUN_FLOOR seconds or more count: short steps' times are mostly noise.
     OVERRUN_FLOOR = 2.0
     RESCALE_EVERY = 0.25  # seconds
+    # Within the compile, the steps a long step feeds take longer by as much as it overran:
+    # a cicc's ptxas, cudafe++'s host compile.  On a first build the per-tool defaults rank the
+    # host compile (5.5 s) above a ptxas (1.4 s), and TE's swiglu_grouped.cu, whose cicc took
+    # 128 s, ran its 39 s host compile in the compile's own slot while its ptxas, 198 s and the
+    # build's last step, waited 39 s for a pool slot (16 cores, 2026-11-25).
+    FOLLOWERS = {Kind.CICC: Kind.PTXAS, Kind.CUDAFE: Kind.HOST_COMPILE}
 
     def __init__(self, priorities: Sequence[float], *, work: Sequence[float] | None = None) -> None:
         self.priorities = priorities
@@ -34,12 +41,16 @@ class ReadyQueue:
         self._scaled_at = 0.0
         self._left = sum(work) if work is not None else 0.0
         self._heap: list[tuple[float, tuple[int, int], int]] = []
+        # The compile's own order of its ready tasks: the remaining paths, once long steps have
+        # told what their followers will take (overran); the pool is asked with priorities.
+        self._order = list(priorities)
+        self._order_work = None if work is None else list(work)
 
     def __bool__(self) -> bool:
         return bool(self._heap)
 
     def push(self, task: Task) -> None:
-        heapq.heappush(self._heap, (-self.priorities[task.id], task.order, task.id))
+        heapq.heappush(self._heap, (-self._order[task.id], task.order, task.id))
 
     def push_first(self, task: Task) -> None:
         """Ahead of every other ready task (a step run again after the kernel killed it)."""
@@ -78,6 +89,25 @@ class ReadyQueue:
         if self.work is not None:
             self._left -= self.work[task_id]
 
+    def overran(self, dag: Dag, task_id: int, took: float) -> bool:
+        """``task_id`` ended after ``took`` seconds: if it is a long step that ran past its
+        estimate, the steps it feeds (FOLLOWERS) are expected to take as much longer, and the
+        compile's order of its tasks follows (True when it changed)."""
+        kind = dag.tasks[task_id].step.kind
+        if self.work is None or self._order_work is None or kind not in self.FOLLOWERS:
+            return False
+        expected = self.work[task_id]
+        if expected < self.OVERRUN_FLOOR or took <= expected:
+            return False
+        changed = False
+        for follower in _reached(dag, task_id, self.FOLLOWERS[kind]):
+            scaled = self.work[follower] * took / expected
+            if scaled > self._order_work[follower]:
+                self._order_work[follower], changed = scaled, True
+        if changed:
+            self._order = priorities(dag, self._order_work)
+        return changed
+
     def rescale(self, records: Sequence[Record], *, now: float, slots: Slots) -> bool:
         """Look again (every RESCALE_EVERY seconds) at how far this compile's long steps ran
         past their estimates; True when the scale changed.  Until one of its long steps has
@@ -110,3 +140,19 @@ class ReadyQueue:
             return False
         self.scale = scale
         return True
+
+
+def _reached(dag: Dag, start: int, kind: Kind) -> list[int]:
+    """The tasks of ``kind`` that ``start`` feeds, directly or through tasks of other kinds
+    (a cicc's ptxas comes after its module_id check)."""
+    found, seen, todo = [], {start}, list(dag.succs[start])
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if dag.tasks[node].step.kind is kind:
+            found.append(node)
+        else:
+            todo.extend(dag.succs[node])
+    return sorted(found)

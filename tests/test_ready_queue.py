@@ -1,0 +1,111 @@
+"""The compile's own order of its ready tasks: the steps a long step feeds take as much longer
+as it overran its estimate (made-up costs, then a real run of sh steps)."""
+
+import os
+
+import pytest
+
+from fast_nvcc.graph import Action, Dag, Task, priorities
+from fast_nvcc.history import DEFAULT_SECONDS
+from fast_nvcc.plan import Kind, Step
+from fast_nvcc.ready_queue import ReadyQueue
+from fast_nvcc.scheduler import Internal, Runner
+
+# One compile as the plan has it: cudafe++ -> cc1plus -> as; cicc -> module_id check (a task
+# of kind cicc) -> ptxas -> fatbinary -> as.
+SHAPE = [
+    ("cudafe++", Kind.CUDAFE, None, ()),
+    ("cc1plus", Kind.HOST_COMPILE, None, (0,)),
+    ("cicc", Kind.CICC, "compute_90", ()),
+    ("check", Kind.CICC, "compute_90", (2,)),
+    ("ptxas", Kind.PTXAS, "sm_90", (3,)),
+    ("fatbinary", Kind.FATBINARY, None, (4,)),
+    ("as", Kind.HOST_COMPILE, None, (1, 5)),
+]
+CUDAFE, CC1PLUS, CICC, CHECK, PTXAS, FATBINARY, AS = range(len(SHAPE))
+
+
+def compile_dag(scripts=None, *, needs=None) -> Dag:
+    tasks = []
+    for i, (tool, kind, arch, _) in enumerate(SHAPE):
+        script = (scripts or {}).get(i, "true")
+        step = Step(index=i, text=script, kind=kind, tool=tool, argv=("sh", "-c", script), arch=arch)
+        tasks.append(Task(i, step, Action.EXEC, argv=step.argv))
+    return Dag(tuple(tasks), tuple(frozenset((needs or {}).get(i, n)) for i, (*_, n) in enumerate(SHAPE)))
+
+
+def default_costs() -> list[float]:
+    costs = [DEFAULT_SECONDS[kind] for _, kind, _, _ in SHAPE]
+    costs[CHECK] = 0.0
+    return costs
+
+
+def order(queue: ReadyQueue, dag: Dag, ids) -> list[int]:
+    for task_id in ids:
+        queue.push(dag.tasks[task_id])
+    return queue.ids()
+
+
+def test_by_the_defaults_the_host_compile_goes_before_the_ptxas():
+    dag, costs = compile_dag(), default_costs()
+    queue = ReadyQueue(priorities(dag, costs), work=costs)
+    assert order(queue, dag, [PTXAS, CC1PLUS]) == [CC1PLUS, PTXAS]
+
+
+def test_a_cicc_sixteen_times_its_estimate_puts_its_ptxas_first():
+    dag, costs = compile_dag(), default_costs()
+    queue = ReadyQueue(priorities(dag, costs), work=costs)
+    pool_ranks = [queue.priority(t) for t in range(len(SHAPE))]
+    assert queue.overran(dag, CICC, 16 * costs[CICC])
+    assert order(queue, dag, [CC1PLUS, PTXAS]) == [PTXAS, CC1PLUS]
+    # what the pool is asked with does not change: that is the compile's scale's business
+    assert [queue.priority(t) for t in range(len(SHAPE))] == pool_ranks
+
+
+def test_cudafe_overrunning_ranks_its_host_compile_again():
+    dag, costs = compile_dag(), default_costs()
+    queue = ReadyQueue(priorities(dag, costs), work=costs)
+    assert queue.overran(dag, CICC, 16 * costs[CICC])
+    assert queue.overran(dag, CUDAFE, 30 * costs[CUDAFE])  # 135 s against 4.5: the host side wins
+    assert order(queue, dag, [PTXAS, CC1PLUS]) == [CC1PLUS, PTXAS]
+
+
+@pytest.mark.parametrize(
+    ("task_id", "factor", "costs"),
+    [
+        (CICC, 1.0, None),  # on its estimate
+        (CICC, 0.5, None),  # under it
+        (PTXAS, 10.0, None),  # a ptxas feeds no follower
+        (CICC, 16.0, [0.0, 5.5, 1.0, 0.0, 1.4, 0.1, 0.5]),  # estimated under OVERRUN_FLOOR: noise
+    ],
+)
+def test_no_change_without_a_long_step_past_its_estimate(task_id, factor, costs):
+    dag = compile_dag()
+    costs = costs or default_costs()
+    queue = ReadyQueue(priorities(dag, costs), work=costs)
+    assert not queue.overran(dag, task_id, factor * costs[task_id])
+    assert order(queue, dag, [PTXAS, CC1PLUS]) == [CC1PLUS, PTXAS]
+
+
+def test_a_second_smaller_overrun_keeps_the_larger():
+    dag, costs = compile_dag(), default_costs()
+    queue = ReadyQueue(priorities(dag, costs), work=costs)
+    assert queue.overran(dag, CICC, 16 * costs[CICC])
+    assert not queue.overran(dag, CICC, 2 * costs[CICC])
+    assert order(queue, dag, [CC1PLUS, PTXAS]) == [PTXAS, CC1PLUS]
+
+
+@pytest.mark.parametrize(("cicc_seconds", "first"), [("0.6", PTXAS), ("0", CC1PLUS)])
+def test_a_run_with_one_slot_starts_what_the_overrun_puts_first(tmp_path, monkeypatch, cicc_seconds, first):
+    """Real processes, one slot: once a cicc estimated at 0.05 s has taken 0.6, its ptxas starts
+    before the host compile that became ready with it (here it waits for the module_id check
+    too); a cicc on time leaves the defaults' order."""
+    monkeypatch.setattr(ReadyQueue, "OVERRUN_FLOOR", 0.01)
+    dag = compile_dag({CICC: f"sleep {cicc_seconds}"}, needs={CC1PLUS: (CUDAFE, CHECK)})
+    costs = [0.05 * c / DEFAULT_SECONDS[Kind.CICC] for c in default_costs()]  # cicc 0.05 s
+    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=1,
+                    priorities=priorities(dag, costs), work=costs, internal=Internal())  # fmt: skip
+    result = runner.run()
+    assert result.returncode == 0
+    starts = {t: runner.records[t].start for t in (PTXAS, CC1PLUS)}
+    assert min(starts, key=starts.get) == first
