@@ -574,7 +574,7 @@ def by_configuration(runs: Sequence[dict]) -> list[dict[str, dict]]:
 
 
 def report_config(found: dict[str, dict]) -> str:
-    order = [key for keys in GROUPS.values() for key in keys if key in found]
+    order = list(dict.fromkeys(key for keys in GROUPS.values() for key in keys if key in found))
     any_run = found[order[0]]
     config, info = any_run["config"], any_run["machine"]
     archs = config["archs"].split(";")
