@@ -14,10 +14,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from . import depfile, device_trace, exit_codes, guesses, nvcc_args, split_option
+from .buildtool import Saturation
 from .files import write_atomically
 from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
 from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
@@ -322,13 +323,17 @@ class _Learned:
     costs: dict
     memory: guesses.Memory
     owners: dict[int, str]
+    # Does the build tool above hold compiles back (fast_nvcc.buildtool)?  Then no core is
+    # spare for a guessed module_id.
+    saturated: Callable[[], bool] = lambda: False
 
     @classmethod
     def load(cls, plan: Plan, sources: Sequence[str]) -> _Learned:
         history = History(history_path(os.environ)) if os.environ.get("FAST_NVCC_HISTORY", "1") != "0" else None
         costs = history.lookup(sources) if history else {}
         memory = history.guesses(sources) if history else guesses.NOTHING_KNOWN
-        return cls(plan, history, costs, memory, _source_of_steps(plan, sources))
+        return cls(plan, history, costs, memory, _source_of_steps(plan, sources),
+                   lambda: Saturation.of_this_process()())  # looked up only when a guess is weighed
 
     def close(self) -> None:
         if self.history is not None:
@@ -360,6 +365,7 @@ class _Learned:
             cudafe=self._compile_steps(step, Kind.CUDAFE),
             device_preprocess=self._compile_steps(step, Kind.PREPROCESS, step.arch),
             cicc=self._seconds(step),
+            spare_core=not self.saturated(),
         )
 
     def split_host(self, step: Step) -> bool:

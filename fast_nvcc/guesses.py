@@ -66,10 +66,19 @@ def module_id_saving(*, host_preprocess: float, cudafe: float, device_preprocess
 
 
 def guess_module_id(failure: float, *, host_preprocess: float, cudafe: float, device_preprocess: float,
-                    cicc: float) -> bool:  # fmt: skip
+                    cicc: float, spare_core: bool = True) -> bool:  # fmt: skip
     """Should a cicc make its own module_id?  A failure is seen once both ids are written (or
     as soon as either is, for an id that carries its writer's pid): the cicc has run until
-    cudafe++ ended, or until its own front end wrote its id, whichever is later."""
+    cudafe++ ended, or until its own front end wrote its id, whichever is later.
+
+    Without a ``spare_core`` (the build tool holds compiles back: each compile runs about one
+    step at a time) the cicc would run instead of the host preprocessing and cudafe++, not
+    beside them: nothing is saved, and a wrong guess costs the whole cicc, since cudafe++'s id
+    comes only after it.  In a first build of TE's whole library (ninja -j18, 16 cores,
+    2026-11-25) five guessing ciccs ran to their end while their compiles' host preprocessing
+    waited 29-37 s for a slot, and ran again: 139 s."""
+    if not spare_core:
+        return False
     saving = module_id_saving(host_preprocess=host_preprocess, cudafe=cudafe, device_preprocess=device_preprocess)
     waste = max(saving, FRONT_END_SHARE * cicc)
     return worth_guessing(failure, saving=saving, waste=waste)

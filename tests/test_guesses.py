@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,15 @@ def test_a_cicc_guesses_its_module_id_unless_waiting_for_cudafe_is_nearly_free()
     costs = dict(host_preprocess=0.1, cudafe=0.2, device_preprocess=0.1)
     assert not guess_module_id(0.1, cicc=120.0, **costs)
     assert guess_module_id(0.0, cicc=120.0, **costs)
+
+
+def test_no_module_id_is_guessed_without_a_spare_core():
+    # While the build tool holds compiles back, a cicc started early runs instead of cudafe++,
+    # not beside it: nothing to save, whatever the odds.
+    costs = dict(host_preprocess=1.0, cudafe=4.0, device_preprocess=1.0, cicc=10.0)
+    assert guess_module_id(0.1, **costs) and guess_module_id(0.0, **costs)
+    assert not guess_module_id(0.1, spare_core=False, **costs)
+    assert not guess_module_id(0.0, spare_core=False, **costs)
 
 
 def test_the_host_split_is_guessed_while_it_is_more_likely_to_hold_than_not():
@@ -193,6 +204,28 @@ def test_a_module_id_with_a_pid_stops_the_guess_early_and_the_next_compile_does_
     assert _same_but_pid(first.files["first.o"], plain)
     assert _same_but_pid(second.files["second.o"], plain)
     assert mask(first.files["first.o"]) != mask(plain)  # the pid is really there
+
+
+@pytest.mark.nvcc
+def test_under_a_full_ninja_a_first_compile_does_not_guess_and_runs_each_cicc_once(nvcc, tmp_path):
+    """ninja -j1 runs as many jobs as it may: no core is spare for a guess, so the cicc of a
+    source whose module_id carries a pid (the guess would fail, as above) waits for cudafe++'s
+    id and runs once."""
+    if shutil.which("ninja") is None:
+        pytest.skip("ninja is not installed")
+    (tmp_path / "nopid.cu").write_text(NO_EXTERNAL_DEFINITION)
+    log = tmp_path / "build.jsonl"
+    command = fast_nvcc_command(nvcc, ["-c", "nopid.cu", "-o", "ninja.o", *TWO_TARGETS, "-compress-mode=none"])
+    (tmp_path / "build.ninja").write_text(f"rule cc\n  command = {shlex.join(command)}\nbuild ninja.o: cc nopid.cu\n")
+    built = run_tool(["ninja", "-j1"], cwd=tmp_path, tmpdir=tmp_path / "t",
+                     env={"FAST_NVCC_CACHE_DIR": str(tmp_path / "cache"), "FAST_NVCC_LOG": str(log)})  # fmt: skip
+    assert built.returncode == 0, built.stdout.decode() + built.stderr.decode()
+    assert not built.leftovers
+    (record,) = [json.loads(line) for line in log.read_text().splitlines()]
+    ciccs = [s for s in record["steps"] if s["tool"] == "cicc"]
+    assert len(ciccs) == 2
+    assert not [s for s in record["steps"] if s.get("guess_failed")], record["steps"]
+    assert _same_but_pid(built.files["ninja.o"], _plain(nvcc, tmp_path, "nopid.cu", "plain.o"))
 
 
 @pytest.mark.nvcc
