@@ -5,7 +5,12 @@
 #      fast_nvcc --split 16 --split-sources '*_grouped.cu' (SPLIT_SOURCES), plain nvcc with TE's
 #      flags, fast_nvcc without split;
 #   2. cast_grouped.cu alone: fast_nvcc --split 16 and plain nvcc;
-#   3. multi_tensor/adam.cu: nvcc --split-compile 16 and fast_nvcc --split 16 (identical objects).
+#   3. multi_tensor/adam.cu: nvcc --split-compile 16 and fast_nvcc --split 16 (identical objects);
+#   4. the whole library (78 objects), one step per call (each takes 6-8 minutes on 16 cores):
+#      full-nvcc, full-split (FULL_SPLIT_SOURCES: the seven long sources), full-fast (exact
+#      mode, -j18), full-wide (exact mode, -j64: every compile visible at once). They share one
+#      work directory, so that their objects compare (a module_id's hash follows the directory):
+#      run them in calls that follow each other within the device's 30 idle seconds.
 # The whole series outlasts one device call (10 minutes): run some STEPS per call in the
 # foreground (`sh benchmarks/te_split.sh $OUT "subset-split subset-nvcc"`, about 8 minutes), or
 # the whole series in the background,
@@ -28,6 +33,7 @@ cd "$repo" || exit 1
 { date; nproc; lscpu | grep -E "Model name|Thread|Core|Socket|NUMA node\(s\)"; free -g | head -2; } > "$out/machine.txt" 2>&1
 # The subset's split build splits its long poles only, as `fast_nvcc analyze` advises.
 split_sources=${SPLIT_SOURCES:-*_grouped.cu}
+full_split_sources=${FULL_SPLIT_SOURCES:-*_grouped.cu,scaled_activation.cu,quantize_transpose_vector_blockwise_fp4.cu,fused_topk_with_score_function.cu}
 subset='cast/cast_grouped.cu normalization/*/*_kernel.cu multi_tensor/ fused_softmax/ recipe/ transpose/cast_transpose.cu
 swizzle/ util/ dropout/ fused_rope/ permutation/ common.cu'
 run() {
@@ -49,6 +55,10 @@ for step in $steps; do
         cast-nvcc) run "$step" cast --variants nvcc --sources cast/cast_grouped.cu ;;
         adam) run "$step" adam --variants nvcc-split,fast_nvcc-split --sources multi_tensor/adam.cu ;;
         quick) run "$step" quick --variants nvcc-split,fast_nvcc-split --sources util/padding.cu ;;
+        full-nvcc) run "$step" full --variants nvcc --sources '*' ;;
+        full-split) run "$step" full --variants fast_nvcc-split --split-sources "$full_split_sources" --sources '*' ;;
+        full-fast) run "$step" full --variants fast_nvcc-cold --sources '*' ;;
+        full-wide) run "$step" full --variants fast_nvcc-cold --jobs 64 --sources '*' ;;
         *) echo "unknown step $step" >> "$out/progress" ;;
     esac
 done
