@@ -168,7 +168,7 @@ class Grants:
             self._pin(changed)
             return
         give_back = narrowing(self._running.values(), ours_waiting=ours_waiting,
-                              outranked=self.admission.slots.outranked)  # fmt: skip
+                              outranked=self.admission.slots.claimed)  # fmt: skip
         if give_back is not None:
             self._drop_core(give_back)
             self.admission.narrow()

@@ -55,6 +55,11 @@ class Slots:
         extra step of ``priority``?  (Only the pool can tell; make's tokens are first come.)"""
         return False
 
+    def claimed(self, priority: float) -> bool:
+        """Should a split step give back an extra core it holds at rank ``priority``
+        (fast_nvcc.core_grants): does a better claim wait, or do steps run beyond the pool?"""
+        return self.outranked(priority)
+
     def withdraw(self) -> None:
         """This process waits for no slot now."""
 
@@ -298,6 +303,23 @@ class PoolSlots(Slots):
         if self.board.others_before(self.board.rank_name(priority, first=self._first())):
             return True
         return bool(live(self.marks, "over-"))  # the pool is over its size: no extra step
+
+    def claimed(self, priority: float) -> bool:
+        """As outranked, except that a step which started over the pool's size (while it was
+        full) keeps its mark until it ends: once as many slots are free as such steps run,
+        nobody runs beyond the size any more.  Counted as over for as long as the mark lived,
+        they held every split step of TE's whole library to about one core at its tail, 10 of
+        16 cores idle (relu_grouped.cu's ptxas: 1.0-1.2 cores from 311 to 351 s, with 3-6 steps
+        running; 2026-11-25)."""
+        if self.board.others_before(self.board.rank_name(priority, first=self._first())):
+            return True
+        over = len(live(self.marks, "over-"))
+        if not over:
+            return False
+        free = self.locks.lock_free(over, skip={h.slot for h in self._holds})
+        for slot in free:
+            self.locks.unlock(slot)
+        return len(free) < over
 
     def release(self) -> None:
         """Give back one slot: an extra one first, then one over the pool, then the first."""

@@ -177,6 +177,26 @@ def test_an_idle_slot_goes_to_a_better_claim(tmp_path):
     assert waiter.wait(timeout=30) == 0
 
 
+def test_a_split_step_keeps_its_extra_core_once_the_steps_over_the_pool_have_room(tmp_path):
+    """A compile's first step that finds the pool full while extra steps run starts over the
+    pool's size, and keeps its mark until it ends.  While the pool stays full, a split step's
+    extra core is claimed back; once a slot is free for the step over the pool, it is not
+    (``outranked``, the rule for keeping an idle slot, still says so)."""
+    pool = str(tmp_path / "pool")
+    split = PoolSlots(pool, 3, saturated=lambda: True)
+    other = PoolSlots(pool, 3, saturated=lambda: True)
+    late = PoolSlots(pool, 3, saturated=lambda: True)
+    assert split.try_acquire(50.0) and other.try_acquire(5.0)
+    assert split.try_acquire(50.0)  # the split step's extra core: the pool is full
+    assert late.try_acquire(1.0) and late.over_pool(1) == "first"
+    assert split.claimed(50.0) and split.outranked(50.0)
+    other.release()  # one slot free: room for the step over the pool
+    assert not split.claimed(50.0)
+    assert split.outranked(50.0)
+    for slots in (split, other, late):
+        slots.close()
+
+
 def test_pool_lives_outside_tmpdir(tmp_path, monkeypatch):
     from fast_nvcc.slots import pool_directory
 
