@@ -307,10 +307,10 @@ class PoolSlots(Slots):
     def claimed(self, priority: float) -> bool:
         """As outranked, except that a step which started over the pool's size (while it was
         full) keeps its mark until it ends: once as many slots are free as such steps run,
-        nobody runs beyond the size any more.  Counted as over for as long as the mark lived,
-        they held every split step of TE's whole library to about one core at its tail, 10 of
-        16 cores idle (relu_grouped.cu's ptxas: 1.0-1.2 cores from 311 to 351 s, with 3-6 steps
-        running; 2026-11-25)."""
+        nobody runs beyond the size any more.  In TE's whole library, scaled_activation.cu's
+        cicc, host compile and ptxas ran over from 15 to 295 s; counted as over for all that
+        time, they kept every split step near one core also from 240 to 295 s, when 8-14 steps
+        ran on 16 cores (2026-11-25)."""
         if self.board.others_before(self.board.rank_name(priority, first=self._first())):
             return True
         over = len(live(self.marks, "over-"))
