@@ -406,8 +406,8 @@ class Runner:
                     if ready.work_left is not None:
                         ready.finished(task_id)
                         self.slots.left(ready.work_left)
-                        if record.start is not None and record.end is not None and not record.cached:
-                            ready.overran(self.dag, task_id, record.end - record.start)
+                        if not record.cached:
+                            ready.overran(self.dag, task_id, record.seconds)
                     for succ in self.early.writer_ended(task_id):  # tasks run again, waiting for it
                         waiting[succ] -= 1
                         if not waiting[succ]:

@@ -300,9 +300,13 @@ class PoolSlots(Slots):
         return Claim.make(os.path.join(self.marks, f"{what}-{os.getpid()}-{next(_SERIALS)}"))
 
     def outranked(self, priority: float) -> bool:
-        if self.board.others_before(self.board.rank_name(priority, first=self._first())):
+        if self._waits_before(priority):
             return True
         return bool(live(self.marks, "over-"))  # the pool is over its size: no extra step
+
+    def _waits_before(self, priority: float) -> bool:
+        """Is another compile's request on the board ranked before one of ``priority``?"""
+        return self.board.others_before(self.board.rank_name(priority, first=self._first()))
 
     def claimed(self, priority: float) -> bool:
         """As outranked, except that a step which started over the pool's size (while it was
@@ -311,7 +315,7 @@ class PoolSlots(Slots):
         cicc, host compile and ptxas ran over from 15 to 295 s; counted as over for all that
         time, they kept every split step near one core also from 240 to 295 s, when 8-14 steps
         ran on 16 cores (2026-11-25)."""
-        if self.board.others_before(self.board.rank_name(priority, first=self._first())):
+        if self._waits_before(priority):
             return True
         over = len(live(self.marks, "over-"))
         if not over:
