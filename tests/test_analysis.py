@@ -757,6 +757,27 @@ def test_analyze_names_the_compile_that_sets_the_floor_and_what_split_gives(tmp_
     assert got["split_floor_seconds"] == pytest.approx(v.split_floor, abs=1e-3)
 
 
+def test_the_share_counts_steps_side_by_side_over_the_pools_cores(tmp_path, capsys):
+    """A fast_nvcc compile runs steps side by side (its host compile beside cicc), and its pool
+    has the machine's cores, not the build tool's -j: four compiles of 100 s that each keep two
+    cores busy, beside one of 200 s, on a pool of 4, are work-bound (1,000 s of work / 4 cores
+    = 250 s), though their times (600 s) over the 5 jobs seen at once (120 s) say otherwise."""
+    pole = log_record(1000.0, 200.0, ["/b/pole.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 150.0),
+                                                        ("ptxas", "ptxas", "sm_90", 150.0, 50.0)])  # fmt: skip
+    wide = [log_record(1000.0, 100.0, [f"/b/w{i}.o"], [("cicc", "cicc", "compute_90", 0.0, 100.0),
+                                                       ("cc1plus", "host-compile", None, 0.0, 100.0)])
+            for i in range(4)]  # fmt: skip
+    log = write_jsonl(tmp_path / "log.jsonl", [pole, *wide])
+    a = analyze(load_build([str(log)]))
+    v = a.advice
+    assert a.slots == 5 and (v.cores, v.work, v.share) == (4, 1000.0, 250.0)
+    assert v.floor == 250.0 and not v.poles and v.setting == ""
+    code, out, _ = run_main(capsys, log)
+    assert code == 0 and "/ 4 cores" in out and "work-bound" in out
+    v = analyze(load_build([str(log)]), slots=8).advice  # -j names the cores
+    assert v.cores == 8 and [p.source for p in v.poles] == ["pole.cu"]
+
+
 def test_a_work_bound_build_gets_no_split(tmp_path, capsys):
     log = write_jsonl(tmp_path / "log.jsonl", [
         log_record(1000.0 + i, 10.0, [f"/b/s{i}.o"], [("cicc", "cicc", "compute_90", 0.0, 10.0)]) for i in range(12)

@@ -2,9 +2,13 @@
 ptxas and the host side, and what nvcc's ``--split-compile`` (``fast_nvcc --split``) or splitting
 the source would give the floor, with the settings to use.
 
-A compile *sets the floor* when it takes longer than the build's cpu share (sum of job times /
-slots): however the rest is scheduled, the build cannot end before it does.  Where no compile
-does, the build is work-bound and split only adds work.
+A compile *sets the floor* when it takes longer than the build's cpu share (its work / the
+cores): however the rest is scheduled, the build cannot end before it does.  Where no compile
+does, the build is work-bound and split only adds work.  The work counts what the cores did: a
+fast_nvcc compile's steps summed (they run side by side; a split step counts its cpu), another
+job's time; the cores are those of fast_nvcc's pool in the log, not the build tool's ``-j``.  On
+TransformerEngine's whole library (16 cores, ninja -j18, 2026-11-26) the compiles' times summed
+to 3,788 s and their steps to 4,018 s: over 18 slots that said 210 s, over 16 cores 251 s.
 
 The split model (docs/analyze.md): a step of ``c`` cpu seconds, split onto ``k`` cores, takes
 ``c * (s + (1 - s) * (1 + o) / k)`` and costs ``c * (1 + o * (1 - s))`` cpu seconds; ``s`` is its
@@ -35,16 +39,16 @@ def _shortens(pole: PoleAdvice) -> bool:
     return pole.split_seconds is not None and not pole.already_split and pole.split_seconds < pole.seconds
 
 
-def advise(jobs: Sequence[Job], *, slots: int, wall: float) -> Advice:
-    total = sum(job.seconds for job in jobs)
-    share = total / max(1, slots)
+def advise(jobs: Sequence[Job], *, cores: int, wall: float) -> Advice:
+    total = sum(_work(job) for job in jobs)
+    share = total / max(1, cores)
     floor = max(max((job.seconds for job in jobs), default=0.0), share)
     serial = _serial_shares(jobs)
     s = {tool: value for tool, value, _ in serial}
     poles = sorted((job for job in jobs if job.seconds > share), key=lambda job: -job.seconds)[:MOST_POLES]
     advised, extras = [], {}
     for job in poles:
-        pole, cpu = _pole(job, cores=slots, serial=s)
+        pole, cpu = _pole(job, cores=cores, serial=s)
         advised.append(pole)
         extras[id(job)] = cpu
     # Split only the compiles that would still end after the floor the split gives: the rest
@@ -53,7 +57,7 @@ def advise(jobs: Sequence[Job], *, slots: int, wall: float) -> Advice:
     split_floor, chosen = None, {id(j) for j, p in zip(poles, advised) if _shortens(p)}
     while chosen:
         seconds = [split_of[id(job)] if id(job) in chosen else job.seconds for job in jobs]
-        candidate = max(max(seconds), (total + sum(extras[c] for c in chosen)) / max(1, slots))
+        candidate = max(max(seconds), (total + sum(extras[c] for c in chosen)) / max(1, cores))
         needed = {id(j) for j, p in zip(poles, advised) if id(j) in chosen and j.seconds > candidate}
         if needed == chosen:
             split_floor = candidate
@@ -71,7 +75,16 @@ def advise(jobs: Sequence[Job], *, slots: int, wall: float) -> Advice:
     last = max(jobs, key=lambda job: job.end) if jobs else None
     if poles and last is poles[0] and poles[0].start > 0.1 * wall:
         late = poles[0].start
-    return Advice(slots, share, floor, tuple(advised), split_floor, extra, serial, halves, late)
+    return Advice(cores, total, share, floor, tuple(advised), split_floor, extra, serial, halves, late)
+
+
+def _work(job: Job) -> float:
+    """What a job kept the cores busy for: a fast_nvcc compile's steps summed (a split step's
+    cpu, as it held several cores), else the job's time."""
+    if job.record is None or not job.record.steps:
+        return job.seconds
+    return sum(max(s.seconds, s.cpu_seconds or 0.0) if s.cores > 1 else s.seconds
+               for s in job.record.steps if s.state != "skipped")  # fmt: skip
 
 
 def split_step(cpu: float, *, serial: float, cores: int) -> tuple[float, float]:

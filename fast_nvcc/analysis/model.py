@@ -81,8 +81,13 @@ def analyze(
         device=device,
         top=top,
         failed_guesses=sum_failed_guesses(jobs),
-        advice=advise(jobs, slots=used_slots, wall=wall),
+        advice=advise(jobs, cores=slots or _pool(build) or used_slots, wall=wall),
     )
+
+
+def _pool(build: Build) -> int | None:
+    """The cores fast_nvcc ran the build's steps on: its pool's size, from the log."""
+    return max((r.pool for r in build.records if r.pool), default=None)
 
 
 def max_concurrency(starts: Sequence[float], ends: Sequence[float]) -> int:

@@ -183,6 +183,7 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
         first_step_wait=_float_or_none(data.get("first_step_wait_seconds")),
         slot_wait=_float_or_none(data.get("slot_wait_seconds")),
         memory_wait=_float_or_none(data.get("memory_wait_seconds")),
+        pool=int(data["jobs"]) if isinstance(data.get("jobs"), int) and data["jobs"] > 0 else None,
         device_trace=_device_trace_of(data.get("device_trace")),
     )
 

@@ -86,6 +86,7 @@ class CompileRecord:
     first_step_wait: float | None = None  # seconds it waited for a slot before its first step
     slot_wait: float | None = None  # seconds its ready steps waited for slots, summed
     memory_wait: float | None = None  # the part of slot_wait held back by the memory budget
+    pool: int | None = None  # the log's "jobs": the slot pool's size, the cores fast_nvcc ran on
     device_trace: tuple[str, str] | None = None  # (sidecar file, record id) of --device-trace
     device: tuple[ToolCosts, ...] = ()
 
@@ -292,8 +293,9 @@ class PoleAdvice:
 class Advice:
     """What to change (advice.py): the compiles that set the floor, and what split gives."""
 
-    slots: int
-    share: float  # sum of job times / slots
+    cores: int  # the pool's size in the log (its "jobs"), else the slots
+    work: float  # the build's work: each compile's steps summed (a split step's cpu), else its time
+    share: float  # work / cores
     floor: float  # the build's floor now
     poles: tuple[PoleAdvice, ...]  # longest first
     split_floor: float | None  # the floor with the poles split; None: nothing to split
@@ -304,8 +306,8 @@ class Advice:
 
     @property
     def threads(self) -> int:
-        """The N to split with: the build's slots."""
-        return self.slots
+        """The N to split with: the machine's cores."""
+        return self.cores
 
     @property
     def sources(self) -> tuple[str, ...]:

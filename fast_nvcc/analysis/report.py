@@ -156,8 +156,8 @@ def report_tables(a: Analysis) -> Iterator[Table]:
 
 def advice_tables(v: Advice) -> Iterator[Table]:
     """What to change (advice.py): the compiles that set the floor, and what split gives."""
-    title = (f"what to change (floor now {_seconds(v.floor)}: max(longest compile, sum / {v.slots} slots = "
-             f"{_seconds(v.share)}))")  # fmt: skip
+    title = (f"what to change (floor now {_seconds(v.floor)}: max(longest compile, work {_seconds(v.work)} / {v.cores}"
+             f" cores = {_seconds(v.share)}))")  # fmt: skip
     if not v.poles:
         yield Table(title, ("", ""), ((
             "work-bound: no compile takes longer than the build's cpu share, so split would only add work",

@@ -154,7 +154,8 @@ def _advice_json(a: Analysis) -> dict[str, Any] | None:
     if v is None:
         return None
     return {
-        "floor_seconds": _r(v.floor), "share_seconds": _r(v.share), "slots": v.slots, "threads": v.threads,
+        "floor_seconds": _r(v.floor), "share_seconds": _r(v.share), "work_seconds": _r(v.work),
+        "cores": v.cores, "threads": v.threads,
         "poles": [{"output": p.name, "source": p.source, "start": _r(p.start), "seconds": _r(p.seconds),
                    "cicc_seconds": _r(p.cicc), "ptxas_seconds": _r(p.ptxas), "host_seconds": _r(p.host),
                    "split_seconds": None if p.split_seconds is None else _r(p.split_seconds),
