@@ -8,9 +8,10 @@
 #   3. multi_tensor/adam.cu: nvcc --split-compile 16 and fast_nvcc --split 16 (identical objects);
 #   4. the whole library (78 objects), one step per call (each takes 6-8 minutes on 16 cores):
 #      full-nvcc, full-split (FULL_SPLIT_SOURCES: the seven long sources), full-fast (exact
-#      mode, -j18), full-wide (exact mode, -j64: every compile visible at once). They share one
-#      work directory, so that their objects compare (a module_id's hash follows the directory):
-#      run them in calls that follow each other within the device's 30 idle seconds.
+#      mode, -j18), full-2x (exact mode, -j 2 x cores), full-wide (exact mode, -j64: every
+#      compile visible at once). They share one work directory, so that their objects compare
+#      (a module_id's hash follows the directory): run them in calls that follow each other
+#      within the device's 30 idle seconds. Each step's FAST_NVCC_LOG is kept in logs-STEP/.
 # The whole series outlasts one device call (10 minutes): run some STEPS per call in the
 # foreground (`sh benchmarks/te_split.sh $OUT "subset-split subset-nvcc"`, about 8 minutes), or
 # the whole series in the background,
@@ -44,6 +45,8 @@ run() {
     PYTHONUNBUFFERED=1 "${PYTHON:-python3}" benchmarks/te_build.py --jobs 18 --split 16 --work "/tmp/te-work-$work" \
         --json "$out/$work.json" --logs "$out/logs-$work" "$@" > "$out/$name.out" 2>&1
     echo "$name rc=$? $(date +%T)" >> "$out/progress"
+    # Steps of one work directory write the same log names: keep each step's own.
+    rm -rf "$out/logs-$name" && cp -r "$out/logs-$work" "$out/logs-$name" 2>/dev/null
 }
 for step in $steps; do
     case $step in
@@ -59,6 +62,7 @@ for step in $steps; do
         full-split) run "$step" full --variants fast_nvcc-split --split-sources "$full_split_sources" --sources '*' ;;
         full-fast) run "$step" full --variants fast_nvcc-cold --sources '*' ;;
         full-wide) run "$step" full --variants fast_nvcc-cold --jobs 64 --sources '*' ;;
+        full-2x) run "$step" full --variants fast_nvcc-cold --jobs $((2 * $(nproc))) --sources '*' ;;
         *) echo "unknown step $step" >> "$out/progress" ;;
     esac
 done
