@@ -21,8 +21,12 @@ class ReadyQueue:
     # 96 s against the default's 8 (CUTLASS's 53_hopper_gemm_permute, 16 cores, 2026-11-23).
     # The compile's waiting steps then ask the pool with their ranks times how much heavier
     # (its host side no longer waits behind lighter compiles' device steps), and the work it has
-    # left is told times that too (it is not the compile nearest its end).  Only steps expected
-    # to take OVERRUN_FLOOR seconds or more count: short steps' times are mostly noise.
+    # left is told times that too (it is not the compile nearest its end).  Short steps' times
+    # are mostly noise: a step counts once it is expected to take OVERRUN_FLOOR seconds or has
+    # run that long, against an estimate of at least OVERRUN_FLOOR.  The second half is for a
+    # ptxas (1.4 s by the defaults) that runs for minutes: TE's swiglu_grouped.cu's ran 206 s,
+    # 200 of them on one core while two better-ranked split ptxas took the idle cores, and
+    # ended the build (16 cores, 2026-11-26); its compile's rank had come from its cicc alone.
     OVERRUN_FLOOR = 2.0
     RESCALE_EVERY = 0.25  # seconds
     # Within the compile, the steps a long step feeds take longer by as much as it overran:
@@ -122,12 +126,14 @@ class ReadyQueue:
         self._scaled_at = now
         own, shown = self._own_scale, False
         for record in records:
+            if record.start is None or record.slot is None:
+                continue
             expected = self.work[record.task_id]
-            if record.start is None or expected < self.OVERRUN_FLOOR or record.slot is None:
+            took = (record.end if record.end is not None else now) - record.start
+            if expected < self.OVERRUN_FLOOR and took < self.OVERRUN_FLOOR:
                 continue
             shown = True
-            took = (record.end if record.end is not None else now) - record.start
-            own = max(own, took / expected)
+            own = max(own, took / max(expected, self.OVERRUN_FLOOR))
         self._own_scale = own
         if shown:
             if own > self._told_scale * 1.05:

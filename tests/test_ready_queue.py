@@ -10,6 +10,8 @@ from fast_nvcc.history import DEFAULT_SECONDS
 from fast_nvcc.plan import Kind, Step
 from fast_nvcc.ready_queue import ReadyQueue
 from fast_nvcc.scheduler import Internal, Runner
+from fast_nvcc.slots import Slots
+from fast_nvcc.task_records import Record, State
 
 # One compile as the plan has it: cudafe++ -> cc1plus -> as; cicc -> module_id check (a task
 # of kind cicc) -> ptxas -> fatbinary -> as.
@@ -93,6 +95,30 @@ def test_a_second_smaller_overrun_keeps_the_larger():
     assert queue.overran(dag, CICC, 16 * costs[CICC])
     assert not queue.overran(dag, CICC, 2 * costs[CICC])
     assert order(queue, dag, [CC1PLUS, PTXAS]) == [PTXAS, CC1PLUS]
+
+
+def _rescaled(costs, *runs, now):
+    """The compile's scale once ``runs`` ((task, start, end or None: still running)) are seen."""
+    dag = compile_dag()
+    queue = ReadyQueue(priorities(dag, costs), work=costs)
+    records = [Record(task, State.DONE if end is not None else State.SKIPPED, start=start, end=end, slot=0)
+               for task, start, end in runs]  # fmt: skip
+    queue.rescale(records, now=now, slots=Slots())
+    return queue.scale
+
+
+def test_a_ptxas_running_for_minutes_raises_its_compiles_rank():
+    """By the defaults a ptxas takes 1.4 s, under OVERRUN_FLOOR: until it has run that long its
+    time is noise; after that it counts against OVERRUN_FLOOR, so a compile whose ptxas has run
+    134 s ranks above one whose cicc overran 27 times and whose ptxas has run 27 s."""
+    costs = default_costs()
+    assert _rescaled(costs, (CICC, 0.0, 112.0), (PTXAS, 112.0, None), now=113.5) == pytest.approx(14.0)
+    swiglu = _rescaled(costs, (CICC, 0.0, 112.0), (PTXAS, 112.0, None), now=246.0)
+    gelu = _rescaled(costs, (CICC, 0.0, 216.0), (PTXAS, 219.0, None), now=246.0)
+    assert swiglu == pytest.approx(134.0 / ReadyQueue.OVERRUN_FLOOR) and gelu == pytest.approx(27.0)
+    assert swiglu > gelu
+    # a ptxas of 3 s against its 1.4 s estimate counts as 3 / OVERRUN_FLOOR, not 3 / 1.4
+    assert _rescaled(costs, (PTXAS, 0.0, 3.0), now=3.0) == pytest.approx(1.5)
 
 
 @pytest.mark.parametrize(("cicc_seconds", "first"), [("0.6", PTXAS), ("0", CC1PLUS)])
