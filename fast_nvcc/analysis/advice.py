@@ -6,7 +6,8 @@ A compile *sets the floor* when it takes longer than the build's cpu share (its 
 cores): however the rest is scheduled, the build cannot end before it does.  Where no compile
 does, the build is work-bound and split only adds work.  The work counts what the cores did: a
 fast_nvcc compile's steps summed (they run side by side; a split step counts its cpu), another
-job's time; the cores are those of fast_nvcc's pool in the log, not the build tool's ``-j``.  On
+job's time; the cores are fast_nvcc's job bound in the log (the usable cores unless its ``-j``
+set another), not the build tool's ``-j``.  On
 TransformerEngine's whole library (16 cores, ninja -j18, 2026-11-26) the compiles' times summed
 to 3,788 s and their steps to 4,018 s: over 18 slots that said 210 s, over 16 cores 251 s.
 

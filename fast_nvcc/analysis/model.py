@@ -86,7 +86,8 @@ def analyze(
 
 
 def _pool(build: Build) -> int | None:
-    """The cores fast_nvcc ran the build's steps on: its pool's size, from the log."""
+    """The cores fast_nvcc ran the build's steps on: its job bound in the log (by default the
+    usable cores, the size of its machine-wide pool)."""
     return max((r.pool for r in build.records if r.pool), default=None)
 
 

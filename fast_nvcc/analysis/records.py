@@ -86,7 +86,7 @@ class CompileRecord:
     first_step_wait: float | None = None  # seconds it waited for a slot before its first step
     slot_wait: float | None = None  # seconds its ready steps waited for slots, summed
     memory_wait: float | None = None  # the part of slot_wait held back by the memory budget
-    pool: int | None = None  # the log's "jobs": the slot pool's size, the cores fast_nvcc ran on
+    pool: int | None = None  # the log's "jobs": its job bound, the usable cores unless -j set it
     device_trace: tuple[str, str] | None = None  # (sidecar file, record id) of --device-trace
     device: tuple[ToolCosts, ...] = ()
 
@@ -293,7 +293,7 @@ class PoleAdvice:
 class Advice:
     """What to change (advice.py): the compiles that set the floor, and what split gives."""
 
-    cores: int  # the pool's size in the log (its "jobs"), else the slots
+    cores: int  # analyze's -j, else the job bound in the log (its "jobs"), else the slots
     work: float  # the build's work: each compile's steps summed (a split step's cpu), else its time
     share: float  # work / cores
     floor: float  # the build's floor now
