@@ -765,7 +765,10 @@ def test_the_share_counts_steps_side_by_side_over_the_pools_cores(tmp_path, caps
     pole = log_record(1000.0, 200.0, ["/b/pole.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 150.0),
                                                         ("ptxas", "ptxas", "sm_90", 150.0, 50.0)])  # fmt: skip
     wide = [log_record(1000.0, 100.0, [f"/b/w{i}.o"], [("cicc", "cicc", "compute_90", 0.0, 100.0),
-                                                       ("cc1plus", "host-compile", None, 0.0, 100.0)])
+                                                       ("cc1plus", "host-compile", None, 0.0, 100.0),
+                                                       # neither counts: bookkeeping, and work on idle cores only
+                                                       ("check module_id", "cicc", "compute_90", 100.0, 0.01),
+                                                       ("cicc stub", "cicc", "compute_80", 0.0, 50.0)])
             for i in range(4)]  # fmt: skip
     log = write_jsonl(tmp_path / "log.jsonl", [pole, *wide])
     a = analyze(load_build([str(log)]))

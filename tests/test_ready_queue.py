@@ -101,7 +101,8 @@ def _rescaled(costs, *runs, now):
     """The compile's scale once ``runs`` ((task, start, end or None: still running)) are seen."""
     dag = compile_dag()
     queue = ReadyQueue(priorities(dag, costs), work=costs)
-    records = [Record(task, State.DONE if end is not None else State.SKIPPED, start=start, end=end, slot=0)
+    # A running task's record has a start and no end (its state is set when it ends).
+    records = [Record(task, start=start, end=end, slot=0, **({"state": State.DONE} if end is not None else {}))
                for task, start, end in runs]  # fmt: skip
     queue.rescale(records, now=now, slots=Slots())
     return queue.scale

@@ -80,12 +80,12 @@ def advise(jobs: Sequence[Job], *, cores: int, wall: float) -> Advice:
 
 
 def _work(job: Job) -> float:
-    """What a job kept the cores busy for: a fast_nvcc compile's steps summed (a split step's
-    cpu, as it held several cores), else the job's time."""
+    """What a job kept the cores busy for: a fast_nvcc compile's needed steps summed (a split
+    step's cpu, as it held several cores), else the job's time."""
     if job.record is None or not job.record.steps:
         return job.seconds
     return sum(max(s.seconds, s.cpu_seconds or 0.0) if s.cores > 1 else s.seconds
-               for s in job.record.steps if s.state != "skipped")  # fmt: skip
+               for s in job.record.steps if s.needed)  # fmt: skip
 
 
 def split_step(cpu: float, *, serial: float, cores: int) -> tuple[float, float]:

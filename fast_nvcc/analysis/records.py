@@ -9,6 +9,9 @@ from ..errors import FastNvccError
 
 # Zero-cost bookkeeping steps of fast_nvcc (graph.py's CHECK_MODULE_ID tasks).
 BOOKKEEPING_TOOLS = frozenset({"check module_id"})
+# Optional work that runs on idle cores only (the host split's stub probes): not work the build
+# needs, so not counted in its cpu share (as benchmarks/cutlass_build.py's floor leaves it out).
+IDLE_CORE_TOOLS = frozenset({"cicc stub"})
 
 
 class AnalysisError(FastNvccError):
@@ -47,6 +50,11 @@ class Step:
     guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guesses): why
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
     cores: int = 0  # a split step: the most cores its threads held at once
+
+    @property
+    def needed(self) -> bool:
+        """Work the build needed: a step that ran, neither bookkeeping nor idle-core work."""
+        return self.state != "skipped" and self.tool not in BOOKKEEPING_TOOLS and self.tool not in IDLE_CORE_TOOLS
 
 
 @dataclass(frozen=True, slots=True)
