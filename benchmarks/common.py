@@ -46,7 +46,7 @@ def fast_nvcc_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def find_nvcc(explicit: str | None) -> str:
     sys.path.insert(0, str(ROOT))
-    from fast_nvcc.toolchain import find_nvcc as find
+    from fast_nvcc.plan.toolchain import find_nvcc as find
 
     return find(explicit)
 

@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 from sccache_servers import namespaces_refusal, start_client, start_cluster, stop, wait_for_servers  # noqa: E402
 
-from fast_nvcc.plan import parse_plan  # noqa: E402
+from fast_nvcc.plan.dryrun import parse_plan  # noqa: E402
 
 TWO_TARGETS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_86,code=sm_86"]
 

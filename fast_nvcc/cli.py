@@ -136,8 +136,8 @@ def split_command_line(argv: Sequence[str], parser: argparse.ArgumentParser):
 # `fast_nvcc SUBCOMMAND ...`: each lives in its own module with a main(argv) -> int.
 SUBCOMMANDS = {
     "analyze": "fast_nvcc.analysis",
-    "cache": "fast_nvcc.cache",
-    "history": "fast_nvcc.history",
+    "cache": "fast_nvcc.cache.handlers",
+    "history": "fast_nvcc.learn.history",
 }
 
 
@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     device_trace = options.device_trace or os.environ.get("FAST_NVCC_DEVICE_TRACE", "0") not in ("", "0")
     try:
         from .driver import Config, run
-        from .split_option import settings
+        from .plan.split_option import settings
 
         split, split_sources = settings(options.split, options.split_sources, os.environ)
         config = Config(

@@ -17,19 +17,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from . import depfile, device_trace, exit_codes, guesses, nvcc_args, split_option
-from .buildtool import Saturation
+from .plan import depfile, exit_codes, nvcc_args, split_option
+from .report import device_trace
+from .guess import decisions as guesses
+from .machine.buildtool import Saturation
 from .files import write_atomically
-from .graph import Action, Dag, Task, build_dag, priorities, sequential_dag
-from .history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
-from .hostsplit import STUB_DIFFERS
-from .leftovers import make_workdir, remove_dead
-from .memory import budget_from_environment
-from .module_id import PID, id_template, read_id
-from .plan import Kind, Plan, PlanError, Step, parse_plan, retarget, run_dryrun, temp_name
-from .scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
-from .slots import pool_directory, slots_from_environment
-from .toolchain import find_nvcc
+from .graph.dag import Action, Dag, Task, build_dag, priorities, sequential_dag
+from .learn.history import ASSEMBLE, Cost, History, Measurement, cache_directory, estimate, history_path
+from .guess.host_split import STUB_DIFFERS
+from .run.leftovers import make_workdir, remove_dead
+from .machine.memory import budget_from_environment
+from .guess.module_id import PID, id_template, read_id
+from .plan.dryrun import Kind, Plan, PlanError, Step, parse_plan, retarget, run_dryrun, temp_name
+from .run.scheduler import Internal, Interrupted, Record, Runner, RunResult, State, StepFailed
+from .machine.slots import pool_directory, slots_from_environment
+from .plan.toolchain import find_nvcc
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _FREE = Cost(0.0, 0)
@@ -92,7 +94,7 @@ def run(config: Config, args: Sequence[str]) -> int:
         _say(config, f"--split {config.split}: nvcc's --split-compile {config.split} added")
     args = split
     if config.graph:
-        from . import reports
+        from .report import writers as reports
 
         reports.check_graph_path(config.graph)
     if env.get("FAST_NVCC_DISABLE", "") not in ("", "0"):
@@ -113,7 +115,7 @@ def run(config: Config, args: Sequence[str]) -> int:
     except PlanError as exc:
         return _passthrough(config, nvcc, args, cwd, started, reason=f"cannot read the plan: {exc}", effective=effective)
     if config.plan_listing:
-        from . import reports
+        from .report import writers as reports
 
         _try_report(lambda: reports.write_plan_listing(plan, config.plan_listing), "--verbose")
     remove_dead()  # what SIGKILLed compiles left in the temp directory
@@ -157,7 +159,7 @@ def _passthrough(
     sys.stderr.flush()
     if not config.log:
         os.execv(nvcc, [nvcc, *args])
-    from . import reports
+    from .report import writers as reports
 
     clock = time.monotonic()
     proc = subprocess.run([nvcc, *args], check=False)
@@ -203,7 +205,7 @@ def _run_plan(
         handlers, cache = ({}, None) if traces else _handlers(config, nvcc, plan, cwd, workdir, combine)
         remote = None if traces else _open_remote(config, plan, cwd, workdir)
         if remote is not None:
-            from .remote import remote_handler, route_remote
+            from .remote.sccache import remote_handler, route_remote
 
             dag = route_remote(dag, remote)
             handlers[Action.REMOTE] = remote_handler(remote)
@@ -316,14 +318,14 @@ def _run_plan(
 @dataclass(slots=True)
 class _Learned:
     """What the history knows of this compile's sources: its steps' costs, and how its
-    guesses went (fast_nvcc.guesses), which decide which guesses the graph takes."""
+    guesses went (fast_nvcc.guess.decisions), which decide which guesses the graph takes."""
 
     plan: Plan
     history: History | None
     costs: dict
     memory: guesses.Memory
     owners: dict[int, str]
-    # Does the build tool above hold compiles back (fast_nvcc.buildtool)?  Then no core is
+    # Does the build tool above hold compiles back (fast_nvcc.machine.buildtool)?  Then no core is
     # spare for a guessed module_id.
     saturated: Callable[[], bool] = lambda: False
 
@@ -353,7 +355,7 @@ class _Learned:
 
     def guess_module_id(self, step: Step) -> bool | str:
         """Make its own module_id (True), wait for cudafe++'s (False), or run on one predicted
-        from the last compile (its template: fast_nvcc.graph.check_module_ids)."""
+        from the last compile (its template: fast_nvcc.graph.dag.check_module_ids)."""
         source = self.owners.get(step.index, "")
         predicted = self.memory.predicted_module_id(source, step.arch or "", cwd=os.getcwd())
         if predicted is not None:
@@ -412,7 +414,7 @@ def _handlers(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, com
     handlers = {}
     cache = _open_cache(config, nvcc, plan, cwd, workdir, combined)
     if cache is not None:
-        from .cache import exec_handler, host_handlers
+        from .cache.handlers import exec_handler, host_handlers
 
         handlers[Action.EXEC] = exec_handler(*cache, combined_output=combined)
         handlers.update(host_handlers(*cache, combined_output=combined))
@@ -420,7 +422,7 @@ def _handlers(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, com
 
 
 def _open_cache(config: Config, nvcc: str, plan: Plan, cwd: str, workdir: str, combined: bool):
-    from .cache import KeyMaker, cache_enabled, open_cache
+    from .cache.handlers import KeyMaker, cache_enabled, open_cache
 
     if not cache_enabled(os.environ, config.cache):
         return None
@@ -458,7 +460,7 @@ def _cost(known, task: Task, owners: Mapping[int, str]):
 
 
 def _memory_budget(known, dag: Dag, costs: Sequence[Cost], owners: Mapping[int, str]):
-    """The machine-wide memory budget (fast_nvcc.memory), with each task's expected peak:
+    """The machine-wide memory budget (fast_nvcc.machine.memory), with each task's expected peak:
     learned where history knows its tool and architecture, else a peer's or the default."""
     kinds = [("as" if t.action is Action.HOST_BACK else t.step.tool, t.step.arch or "") for t in dag.tasks]
     learned = [
@@ -494,7 +496,7 @@ def _measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str]
 
 def _open_remote(config: Config, plan: Plan, cwd: str, workdir: str):
     """The sccache launcher, when asked for; a missing or old sccache runs everything here."""
-    from .remote import RemoteError, open_remote, remote_mode
+    from .remote.sccache import RemoteError, open_remote, remote_mode
 
     mode = remote_mode(config.remote, os.environ)
     if mode is None:
@@ -528,7 +530,7 @@ def _say_remote(config: Config, remote, dag: Dag, records: Sequence[Record]) -> 
 
 
 def _splits_host(config: Config) -> bool:
-    """Start the host compile before fatbinary (fast_nvcc/hostsplit.py)?  Not in the faithful
+    """Start the host compile before fatbinary (fast_nvcc/guess/host_split.py)?  Not in the faithful
     mode, nor where the .fatbin.c is watched: --save copies it as fatbinary's output.  With the
     cache, the front's assembly and the back's object are cached (cache.HostCache)."""
     return not (config.faithful or config.save_dir or os.environ.get("FAST_NVCC_SPLIT_HOST", "1") == "0")
@@ -594,7 +596,7 @@ def _write_merged_trace(collected: _CollectedTraces, path: str, cwd: str, return
 
 def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, jobs, observer, cwd, started,
                    *, traces: _CollectedTraces | None = None) -> None:  # fmt: skip
-    from . import reports
+    from .report import writers as reports
 
     report = reports.build_report(
         dag,
@@ -635,7 +637,7 @@ def _write_reports(config, nvcc, args, effective, plan, dag, result: RunResult, 
 
 def _try_report(write, what: str) -> None:
     """A report that cannot be written is worth a warning, never a different exit code."""
-    from .reports import ReportError
+    from .report.writers import ReportError
 
     try:
         write()

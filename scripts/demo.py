@@ -29,7 +29,7 @@ def timed(command: list[str], cwd: Path) -> float:
 
 
 def main() -> int:
-    from fast_nvcc.toolchain import find_nvcc
+    from fast_nvcc.plan.toolchain import find_nvcc
 
     nvcc = find_nvcc()
     fast_nvcc = shutil.which("fast_nvcc") or "fast_nvcc"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fast_nvcc.toolchain import pypi_nvccs
+from fast_nvcc.plan.toolchain import pypi_nvccs
 
 from helpers import copy_sources
 from sccache_servers import start_redis, stop

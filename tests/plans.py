@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fast_nvcc.plan import Plan, parse_plan
+from fast_nvcc.plan.dryrun import Plan, parse_plan
 
 PLANS = Path(__file__).parent / "data" / "plans"
 

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from fast_nvcc.buildtool import Saturation, find_build_tool, job_limit
+from fast_nvcc.machine.buildtool import Saturation, find_build_tool, job_limit
 
 ROOT = Path(__file__).parent.parent
 
 PROBE = """
 import json, os, sys, time
 sys.path.insert(0, {root!r})
-from fast_nvcc.buildtool import Saturation, find_build_tool
+from fast_nvcc.machine.buildtool import Saturation, find_build_tool
 deadline = time.monotonic() + 30
 while not os.path.exists("held") and time.monotonic() < deadline:
     time.sleep(0.01)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fast_nvcc.cache import StepCache, parse_size
+from fast_nvcc.cache.handlers import StepCache, parse_size
 
 from helpers import compare, fast_nvcc_command, mask, run_tool
 
@@ -273,7 +273,7 @@ def test_object_name_stays_in_the_key_where_it_reaches_the_object(nvcc, sources,
 
 
 # gcc itself, on the .cudafe1.cpp nvcc makes: which host options let the object depend on its
-# name or on the working directory (fast_nvcc.cache_keys.NAME_REACHES).
+# name or on the working directory (fast_nvcc.cache.keys.NAME_REACHES).
 GCC_CASES = [
     ([], False), (["-O2"], False), (["-fPIC", "-ffunction-sections"], False), (["-g0"], False),
     (["-frecord-gcc-switches"], False),
@@ -307,7 +307,7 @@ def host_compile(tmp_path_factory) -> tuple[Path, list[str]]:
 
 @pytest.mark.parametrize(("flags", "reaches"), GCC_CASES, ids=lambda c: " ".join(c) if isinstance(c, list) else str(c))
 def test_gcc_object_depends_on_its_name_only_under_name_reaches(host_compile, tmp_path, flags, reaches):
-    from fast_nvcc.cache_keys import name_reaches_object
+    from fast_nvcc.cache.keys import name_reaches_object
 
     src, command = host_compile
     command = [*command, *flags]

@@ -1,7 +1,7 @@
-"""Split steps share the machine (fast_nvcc.core_grants): how many threads a step has, who gets
+"""Split steps share the machine (fast_nvcc.run.core_grants): how many threads a step has, who gets
 a core and who gives one back (made-up ranks and slots), and with the real nvcc, a split cicc held
 to the one core it was granted and then widened as a slot frees, its output nvcc's; and
-``--split`` (fast_nvcc.split_option), which adds nvcc's flag to the sources it names."""
+``--split`` (fast_nvcc.plan.split_option), which adds nvcc's flag to the sources it names."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fast_nvcc.admission import Admission
-from fast_nvcc.core_grants import Grant, Grants, narrowing, split_threads, widening_order
+from fast_nvcc.run.admission import Admission
+from fast_nvcc.run.core_grants import Grant, Grants, narrowing, split_threads, widening_order
 from fast_nvcc.errors import FastNvccError
-from fast_nvcc.graph import Action, Task
-from fast_nvcc.plan import Kind, Step
-from fast_nvcc.pool_files import SlotLocks
-from fast_nvcc.slots import Slots
-from fast_nvcc.split_option import matches, settings, with_split
+from fast_nvcc.graph.dag import Action, Task
+from fast_nvcc.plan.dryrun import Kind, Step
+from fast_nvcc.machine.pool_files import SlotLocks
+from fast_nvcc.machine.slots import Slots
+from fast_nvcc.plan.split_option import matches, settings, with_split
 
 from helpers import UNROLLED_CHAIN, fast_nvcc_command, mask, run_tool
 

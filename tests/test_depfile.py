@@ -1,7 +1,7 @@
 import pytest
 
-from fast_nvcc.depfile import collect_dependencies, format_depfile, iter_included
-from fast_nvcc.nvcc_args import DependencyOptions
+from fast_nvcc.plan.depfile import collect_dependencies, format_depfile, iter_included
+from fast_nvcc.plan.nvcc_args import DependencyOptions
 
 DEVICE = b"""# 0 "k.cu"
 # 0 "<built-in>"

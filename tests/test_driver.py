@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from fast_nvcc.driver import Config, _dag_for, jobs_for, usable_cpus
-from fast_nvcc.graph import Action
-from fast_nvcc.plan import Plan
-from fast_nvcc.toolchain import ToolchainError, find_nvcc
+from fast_nvcc.graph.dag import Action
+from fast_nvcc.plan.dryrun import Plan
+from fast_nvcc.plan.toolchain import ToolchainError, find_nvcc
 
 from plans import load_plan
 

@@ -1,4 +1,4 @@
-"""nvcc's exit code in every way a compile can fail, with and without -t (fast_nvcc/exit_codes.py).
+"""nvcc's exit code in every way a compile can fail, with and without -t (fast_nvcc/plan/exit_codes.py).
 
 Each case runs the real nvcc, then fast_nvcc, on the same failing command line and wants the
 same exit code, the same stderr (temp names masked), the same files and an empty TMPDIR.
@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import pytest
 
-from fast_nvcc import exit_codes
-from fast_nvcc.graph import build_dag
+from fast_nvcc.plan import exit_codes
+from fast_nvcc.graph.dag import build_dag
 from helpers import Comparison, assert_same, cases, compare, remove_files, run_tool
 from plans import load_plan
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from fast_nvcc import guesses
-from fast_nvcc.guesses import Memory, guess_host_split, guess_module_id, worth_guessing
-from fast_nvcc.history import History
-from fast_nvcc.task_records import State
-from fast_nvcc.module_id import DIFFERS, PID, carries_pid, id_template, verdict
+from fast_nvcc.guess import decisions as guesses
+from fast_nvcc.guess.decisions import Memory, guess_host_split, guess_module_id, worth_guessing
+from fast_nvcc.learn.history import History
+from fast_nvcc.run.task_records import State
+from fast_nvcc.guess.module_id import DIFFERS, PID, carries_pid, id_template, verdict
 
 from helpers import fast_nvcc_command, mask, run_tool
 
@@ -278,8 +278,8 @@ def test_a_module_id_with_a_pid_is_predicted_from_the_last_compile_unless_a_pred
 
 
 def test_a_predicting_cicc_reads_a_private_id_and_waits_only_for_cudafe_to_start():
-    from fast_nvcc.graph import Action, build_dag, waits_early
-    from fast_nvcc.plan import Kind
+    from fast_nvcc.graph.dag import Action, build_dag, waits_early
+    from fast_nvcc.plan.dryrun import Kind
     from plans import load_plan
 
     dag = build_dag(load_plan("compile_3arch_md"), speculate=lambda step: "_x_{pid}", workdir="/w",
@@ -294,10 +294,10 @@ def test_a_predicting_cicc_reads_a_private_id_and_waits_only_for_cudafe_to_start
 
 
 def test_a_critical_path_counts_cudafe_where_the_cicc_waited_for_it_and_not_where_it_did_not():
-    from fast_nvcc.graph import Action, build_dag
-    from fast_nvcc.plan import Kind
-    from fast_nvcc.reports import as_run
-    from fast_nvcc.task_records import Record
+    from fast_nvcc.graph.dag import Action, build_dag
+    from fast_nvcc.plan.dryrun import Kind
+    from fast_nvcc.report.writers import as_run
+    from fast_nvcc.run.task_records import Record
     from plans import load_plan
 
     plan = load_plan("compile_3arch_md")
@@ -328,7 +328,7 @@ class _Runner:
     """What EarlyVerdicts.poll reads of a run, and the redo it asks for."""
 
     def __init__(self, dag, pids):
-        from fast_nvcc.task_records import Record
+        from fast_nvcc.run.task_records import Record
 
         self.records = [Record(t.id) for t in dag.tasks]
         self.processes = _Processes(pids)
@@ -339,9 +339,9 @@ class _Runner:
 
 
 def _verdict_case(tmp_path):
-    from fast_nvcc.graph import Action, build_dag
-    from fast_nvcc.module_id import EarlyVerdicts
-    from fast_nvcc.plan import Kind
+    from fast_nvcc.graph.dag import Action, build_dag
+    from fast_nvcc.guess.module_id import EarlyVerdicts
+    from fast_nvcc.plan.dryrun import Kind
     from plans import load_plan
 
     dag = build_dag(load_plan("compile_3arch_md"), speculate=True, workdir=str(tmp_path), exists=lambda path: True)

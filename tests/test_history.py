@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from fast_nvcc.driver import Config, _cost, _dag_for, _measurements, _source_of_steps
-from fast_nvcc.graph import Action
-from fast_nvcc.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, arch_weight, estimate, history_path
-from fast_nvcc.plan import Kind
-from fast_nvcc.scheduler import Record, State
+from fast_nvcc.graph.dag import Action
+from fast_nvcc.learn.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, arch_weight, estimate, history_path
+from fast_nvcc.plan.dryrun import Kind
+from fast_nvcc.run.scheduler import Record, State
 
 from helpers import fast_nvcc_command, run_tool
 from plans import load, load_plan
@@ -163,7 +163,7 @@ def test_a_first_build_runs_the_host_chain_before_a_plain_architectures_cicc():
     for last runs on one core while the other idles.  The early stub's front needs one cicc,
     so no cicc counts it in its own path; an architecture-specific cicc (sm_90a) still ranks
     first."""
-    from fast_nvcc.graph import priorities
+    from fast_nvcc.graph.dag import priorities
 
     plan = load_plan("compile_3arch")
     dag = _dag_for(Config(), plan, "/w")

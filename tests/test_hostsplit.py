@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fast_nvcc import hostsplit
+from fast_nvcc.guess import host_split as hostsplit
 
 from helpers import assert_same, compare, fast_nvcc_command, remove_files, run_tool
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fast_nvcc import leftovers
+from fast_nvcc.run import leftovers
 from helpers import UNROLLED_CHAIN, fast_nvcc_command
 
 pytestmark = pytest.mark.nvcc

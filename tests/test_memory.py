@@ -1,4 +1,4 @@
-"""The memory budget (fast_nvcc/memory.py): finding the cgroup, the arithmetic, the claims
+"""The memory budget (fast_nvcc/machine/memory.py): finding the cgroup, the arithmetic, the claims
 shared between compiles, and real builds inside real memory cgroups."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 from helpers import SOURCES, mask
 from test_scheduler import overlap, sh_task
 
-from fast_nvcc.graph import Dag
-from fast_nvcc.memory import (
+from fast_nvcc.graph.dag import Dag
+from fast_nvcc.machine.memory import (
     MIB,
     Cgroup,
     Headroom,
@@ -31,8 +31,8 @@ from fast_nvcc.memory import (
     read_machine,
     reserve_for,
 )
-from fast_nvcc.reports import build_report, format_summary, log_record, trace_events
-from fast_nvcc.scheduler import Internal, Runner
+from fast_nvcc.report.writers import build_report, format_summary, log_record, trace_events
+from fast_nvcc.run.scheduler import Internal, Runner
 
 
 GIB = 1 << 30
@@ -162,7 +162,7 @@ def test_a_step_killed_for_memory_goes_first_once_its_raised_peak_fits(tmp_path)
 def test_a_dead_compiles_claim_and_wait_do_not_count(tmp_path):
     child = subprocess.Popen(
         [sys.executable, "-c", (
-            "import sys, time; from fast_nvcc.memory import MemoryBudget; "
+            "import sys, time; from fast_nvcc.machine.memory import MemoryBudget; "
             f"b = MemoryBudget({str(tmp_path)!r}, peaks=[1 << 50, 1 << 50], kinds=[('a', '')] * 2, learned=[True] * 2,"
             " cgroups=[]); b.reserve(0, now=0.0); b.reserve(1, now=0.0); print('held', flush=True); time.sleep(60)"
         )],
@@ -229,7 +229,7 @@ NVCC = shutil.which("nvcc")
 def test_limit_and_usage_are_read_from_the_real_cgroup(memory_cgroup, tmp_path):
     group = memory_cgroup(700 * MIB)
     probe = (
-        "import json; from fast_nvcc.memory import *; c = this_process_cgroups(); h = read_headroom(c);"
+        "import json; from fast_nvcc.machine.memory import *; c = this_process_cgroups(); h = read_headroom(c);"
         "b = bytearray(b'x') * (200 << 20);"  # 200 MiB of our own, to see in the usage
         "h2 = read_headroom(c); print(json.dumps([c[0].path, h.limit, h.free, h.where, h2.free,"
         f" budget_directory({str(tmp_path)!r}, c)]))"

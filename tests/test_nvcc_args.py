@@ -1,6 +1,6 @@
 import pytest
 
-from fast_nvcc.nvcc_args import (
+from fast_nvcc.plan.nvcc_args import (
     Option,
     dependency_options,
     effective_args,

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from fast_nvcc.plan import Kind, PlanError, is_temp, parse_plan, retarget, source_outputs
+from fast_nvcc.plan.dryrun import Kind, PlanError, is_temp, parse_plan, retarget, source_outputs
 
 from plans import load, load_plan, names
 

@@ -1,4 +1,4 @@
-"""Steps stopped rather than lost when memory runs short (fast_nvcc/pressure.py): the decision
+"""Steps stopped rather than lost when memory runs short (fast_nvcc/machine/pressure.py): the decision
 with made-up numbers, and real growing processes in a real memory cgroup."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fast_nvcc.memory import MIB, MemoryBudget
-from fast_nvcc.pressure import Claimed, decide, low_water
+from fast_nvcc.machine.memory import MIB, MemoryBudget
+from fast_nvcc.machine.pressure import Claimed, decide, low_water
 
 ROOT = Path(__file__).resolve().parent.parent
 GIB = 1024 * MIB
@@ -104,11 +104,11 @@ GROW = ("import sys, time\nb = []\nfor _ in range(int(sys.argv[1]) // 2):\n"
         "time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0.2)\n")
 RUNNER = """
 import io, json, os, sys
-from fast_nvcc.graph import Action, Dag, Task
-from fast_nvcc.memory import MemoryBudget
-from fast_nvcc.plan import Kind, Step
-from fast_nvcc.reports import build_report, format_summary, log_record
-from fast_nvcc.scheduler import Internal, Runner
+from fast_nvcc.graph.dag import Action, Dag, Task
+from fast_nvcc.machine.memory import MemoryBudget
+from fast_nvcc.plan.dryrun import Kind, Step
+from fast_nvcc.report.writers import build_report, format_summary, log_record
+from fast_nvcc.run.scheduler import Internal, Runner
 
 # Each step: [argv, the steps it needs, whether its 1 MiB peak is learned (else a guess)].
 pool, spec = sys.argv[1], json.loads(sys.argv[2])

@@ -5,13 +5,13 @@ import os
 
 import pytest
 
-from fast_nvcc.graph import Action, Dag, Task, priorities
-from fast_nvcc.history import DEFAULT_SECONDS
-from fast_nvcc.plan import Kind, Step
-from fast_nvcc.ready_queue import ReadyQueue
-from fast_nvcc.scheduler import Internal, Runner
-from fast_nvcc.slots import Slots
-from fast_nvcc.task_records import Record, State
+from fast_nvcc.graph.dag import Action, Dag, Task, priorities
+from fast_nvcc.learn.history import DEFAULT_SECONDS
+from fast_nvcc.plan.dryrun import Kind, Step
+from fast_nvcc.run.ready_queue import ReadyQueue
+from fast_nvcc.run.scheduler import Internal, Runner
+from fast_nvcc.machine.slots import Slots
+from fast_nvcc.run.task_records import Record, State
 
 # One compile as the plan has it: cudafe++ -> cc1plus -> as; cicc -> module_id check (a task
 # of kind cicc) -> ptxas -> fatbinary -> as.

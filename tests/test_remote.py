@@ -61,7 +61,7 @@ def client(cluster, tmp_path):
 
 def _keep_plan(workdir: Path, source: str, nvcc: str) -> tuple[dict[str, str], list[list[str]]]:
     """nvcc's own intermediate files (--keep) and its cicc and ptxas commands on them."""
-    from fast_nvcc.plan import parse_plan
+    from fast_nvcc.plan.dryrun import parse_plan
 
     args = ["-c", source, "-Iinclude", "-o", "k.o", "-arch=sm_80", "--keep", "--keep-dir", "kd"]
     (workdir / "kd").mkdir()
@@ -252,9 +252,9 @@ def test_steps_at_the_cluster_hold_no_local_slot(nvcc, client, sources, tmp_path
 
 # -- the pieces, without servers ------------------------------------------------------------
 
-from fast_nvcc.remote import RemoteError, parse_dist_status, remote_mode  # noqa: E402
-from fast_nvcc.sccache_staging import _input_third_from_last  # noqa: E402
-from fast_nvcc.sccache_stats import Counts, Outcome, attribute, parse_stats  # noqa: E402
+from fast_nvcc.remote.sccache import RemoteError, parse_dist_status, remote_mode  # noqa: E402
+from fast_nvcc.remote.staging import _input_third_from_last  # noqa: E402
+from fast_nvcc.remote.stats import Counts, Outcome, attribute, parse_stats  # noqa: E402
 
 
 @pytest.mark.parametrize(

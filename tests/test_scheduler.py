@@ -7,9 +7,9 @@ import time
 
 import psutil
 
-from fast_nvcc.graph import Action, Dag, Task, priorities
-from fast_nvcc.plan import Kind, Step
-from fast_nvcc.scheduler import Handler, Internal, Runner, State
+from fast_nvcc.graph.dag import Action, Dag, Task, priorities
+from fast_nvcc.plan.dryrun import Kind, Step
+from fast_nvcc.run.scheduler import Handler, Internal, Runner, State
 
 
 def sh_task(task_id: int, script: str, *, index: int | None = None) -> Task:
@@ -336,7 +336,7 @@ def test_a_short_step_takes_no_slot_of_the_pool_a_long_one_waits_for(tmp_path):
     """The pool's one slot is another compile's: a fatbinary (expected 0.1 s) runs at once,
     within -j; a cicc waits until the slot is free again.  Under make's jobserver nothing
     would run without a token (tests/test_slots.py)."""
-    from fast_nvcc.slots import PoolSlots
+    from fast_nvcc.machine.slots import PoolSlots
 
     pool = tmp_path / "pool"
     other = PoolSlots(str(pool), 1)

@@ -1,6 +1,6 @@
 import pytest
 
-from fast_nvcc.shellwords import Redirect, split_words
+from fast_nvcc.plan.shellwords import Redirect, split_words
 
 ENV = {"CICC_PATH": "/cuda/nvvm/bin", "SPACED": "a b", "EMPTY": ""}
 

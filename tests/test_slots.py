@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fast_nvcc.slots import JobserverSlots, PoolSlots, jobserver_from_makeflags, slots_from_environment
+from fast_nvcc.machine.slots import JobserverSlots, PoolSlots, jobserver_from_makeflags, slots_from_environment
 
 from helpers import fast_nvcc_command
 
@@ -73,7 +73,7 @@ def test_pool_slots_are_exclusive_and_die_with_their_holder(tmp_path):
         slots.close()
     third = PoolSlots(str(tmp_path), 2)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; sys.path.insert(0, %r); from fast_nvcc.slots import PoolSlots;"
+        [sys.executable, "-c", "import sys, time; sys.path.insert(0, %r); from fast_nvcc.machine.slots import PoolSlots;"
          " p = PoolSlots(%r, 2); p.try_acquire(); p.try_acquire(); print('held', flush=True); time.sleep(60)"
          % (str(Path(__file__).parent.parent), str(tmp_path))],
         stdout=subprocess.PIPE, text=True,
@@ -97,7 +97,7 @@ def test_environment_picks_the_pool_without_a_jobserver(tmp_path):
 WAITER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from fast_nvcc.slots import PoolSlots
+from fast_nvcc.machine.slots import PoolSlots
 name, priority, extra, hold = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 pool = PoolSlots({pool!r}, {size})
 for _ in range(extra):  # slots this process already runs steps on
@@ -198,7 +198,7 @@ def test_a_split_step_keeps_its_extra_core_once_the_steps_over_the_pool_have_roo
 
 
 def test_pool_lives_outside_tmpdir(tmp_path, monkeypatch):
-    from fast_nvcc.slots import pool_directory
+    from fast_nvcc.machine.slots import pool_directory
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     assert not pool_directory({}).startswith(str(tmp_path))
@@ -355,10 +355,10 @@ def test_machine_pool_bounds_concurrent_processes(nvcc, sources, tmp_path):
 COMPILE = """
 import json, os, sys, time
 sys.path.insert(0, {root!r})
-from fast_nvcc.graph import Action, Dag, Task, priorities
-from fast_nvcc.plan import Kind, Step
-from fast_nvcc.scheduler import Internal, Runner
-from fast_nvcc.slots import PoolSlots
+from fast_nvcc.graph.dag import Action, Dag, Task, priorities
+from fast_nvcc.plan.dryrun import Kind, Step
+from fast_nvcc.run.scheduler import Internal, Runner
+from fast_nvcc.machine.slots import PoolSlots
 seconds, costs, preds = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
 if len(sys.argv) > 4:  # start together: when the file is there
     print("ready", flush=True)
@@ -504,7 +504,7 @@ def test_while_the_build_tool_is_full_the_compiles_nearest_their_end_run_extra_s
     assert other.try_acquire(100.0)  # the pool is full again
     # A dead compile's claim of less work left does not count.
     dying = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; sys.path.insert(0, %r); from fast_nvcc.slots import PoolSlots;"
+        [sys.executable, "-c", "import sys, time; sys.path.insert(0, %r); from fast_nvcc.machine.slots import PoolSlots;"
          " p = PoolSlots(%r, 2); p.left(0.1); print('posted', flush=True); time.sleep(60)"
          % (str(Path(__file__).parent.parent), pool)],
         stdout=subprocess.PIPE, text=True,
@@ -547,10 +547,10 @@ def test_a_compile_whose_step_overruns_its_estimate_asks_with_a_higher_rank(tmp_
     """A step running far past its estimate (a first build's per-tool guess for a heavy
     source) raises the rank its compile's waiting steps ask the pool with, and the work it
     tells the pool it has left, by the same factor."""
-    from fast_nvcc.graph import Action, Dag, Task, priorities
-    from fast_nvcc.plan import Kind, Step
-    from fast_nvcc.ready_queue import ReadyQueue
-    from fast_nvcc.scheduler import Internal, Runner
+    from fast_nvcc.graph.dag import Action, Dag, Task, priorities
+    from fast_nvcc.plan.dryrun import Kind, Step
+    from fast_nvcc.run.ready_queue import ReadyQueue
+    from fast_nvcc.run.scheduler import Internal, Runner
 
     class Asking(PoolSlots):
         def __init__(self, *args, **kwargs):
@@ -592,7 +592,7 @@ def test_a_compile_whose_step_overruns_its_estimate_asks_with_a_higher_rank(tmp_
 PEER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from fast_nvcc.slots import PoolSlots
+from fast_nvcc.machine.slots import PoolSlots
 pool = PoolSlots({pool!r}, 1)
 pool.tell_scale(float(sys.argv[1]))
 print("told", flush=True)
@@ -630,10 +630,10 @@ def test_a_compile_that_has_shown_nothing_asks_with_its_peers_scale(tmp_path, mo
     median of how far its peers' long steps ran over (a first build: every estimate a guess);
     once one has started, by its own.  Made-up costs on one slot: a 0.6 s step guessed at 3 s
     runs, and a step guessed at 1 s waits behind it."""
-    from fast_nvcc.graph import Action, Dag, Task, priorities
-    from fast_nvcc.plan import Kind, Step
-    from fast_nvcc.ready_queue import ReadyQueue
-    from fast_nvcc.scheduler import Internal, Runner
+    from fast_nvcc.graph.dag import Action, Dag, Task, priorities
+    from fast_nvcc.plan.dryrun import Kind, Step
+    from fast_nvcc.run.ready_queue import ReadyQueue
+    from fast_nvcc.run.scheduler import Internal, Runner
 
     class Asking(PoolSlots):
         def __init__(self, *args, **kwargs):
@@ -670,9 +670,9 @@ def test_a_compile_that_has_shown_nothing_asks_with_its_peers_scale(tmp_path, mo
 def test_the_log_says_which_steps_ran_over_the_pool_and_why(tmp_path):
     """FAST_NVCC_LOG's over_pool, from a real Runner on a real pool: a step started by rule 3
     (drain) and one started by rule 1 (a first step while another compile drains)."""
-    from fast_nvcc.graph import Action, Dag, Task, priorities
-    from fast_nvcc.plan import Kind, Step
-    from fast_nvcc.scheduler import Internal, Runner
+    from fast_nvcc.graph.dag import Action, Dag, Task, priorities
+    from fast_nvcc.plan.dryrun import Kind, Step
+    from fast_nvcc.run.scheduler import Internal, Runner
 
     def runner(slots, seconds):
         steps = [Step(index=i, text="", kind=Kind.OTHER, tool="sleep", argv=("sleep", s)) for i, s in enumerate(seconds)]

@@ -1,4 +1,4 @@
-"""What the build ran twice because a guess of fast_nvcc's failed (fast_nvcc.guesses): a cicc
+"""What the build ran twice because a guess of fast_nvcc's failed (fast_nvcc.guess.decisions): a cicc
 stopped and run as printed when its own module_id proved wrong, a host compile run again when
 its split did not hold.  From the FAST_NVCC_LOG step fields ``guess_failed`` and
 ``guess_lost``."""

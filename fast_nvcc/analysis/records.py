@@ -45,9 +45,9 @@ class Step:
     remote: str | None = None  # --remote sccache: what became of it (remote, sccache-hit, ...)
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_wait: float = 0.0  # seconds held back by the memory budget (docs/memory.md)
-    memory_stopped: float = 0.0  # seconds stopped while memory ran short (fast_nvcc.pressure)
+    memory_stopped: float = 0.0  # seconds stopped while memory ran short (fast_nvcc.machine.pressure)
     oom_rerun: bool = False  # killed for memory and run again
-    guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guesses): why
+    guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guess.decisions): why
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
     cores: int = 0  # a split step: the most cores its threads held at once
 
@@ -269,7 +269,7 @@ class DeviceCosts:
 
 @dataclass(frozen=True, slots=True)
 class FailedGuess:
-    """Work run twice across the build because one kind of guess failed (fast_nvcc.guesses)."""
+    """Work run twice across the build because one kind of guess failed (fast_nvcc.guess.decisions)."""
 
     what: str  # "cicc ran twice", "host compile ran twice"
     why: str

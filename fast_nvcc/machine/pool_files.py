@@ -1,0 +1,253 @@
+"""The machine-wide pool's files (:class:`fast_nvcc.machine.slots.PoolSlots` holds its rules): every
+file means something only while its owner holds an ``flock`` on it, so the kernel drops a dead
+process's slots and claims with its locks, and the next reader removes what is left.
+
+* ``slot-N``: a slot is an flock on its lock file (:class:`SlotLocks`);
+* ``requests/``: the waiters of the machine, each request's name its rank (:class:`RequestBoard`);
+* ``work/``: how much work each compile has left, in the name (:class:`WorkLeft`);
+* ``scales/``: how far each compile's long steps ran over their estimates (:class:`ScalesTold`);
+* ``marks/``: what the slots are used for, one :class:`Claim` each (the rules count them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import random
+import threading
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+
+# Priorities are seconds of remaining path, kept in milliseconds: a rank name holds up to
+# about eleven days of it.
+_PRIORITY_SPAN = 10**12 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A file of the pool that its owner holds an flock on while it means something."""
+
+    path: str
+    fd: int
+
+    @classmethod
+    def make(cls, path: str) -> Claim:
+        # Locked under a name no reader looks at, then shown: a reader that could lock a claim
+        # would take its owner for dead.
+        hidden = os.path.join(os.path.dirname(path), f".new-{os.getpid()}-{threading.get_ident()}")
+        fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(hidden, path)
+        return cls(path, fd)
+
+    @classmethod
+    def post(cls, claim: Claim | None, path: str) -> Claim:
+        """``claim`` under the name ``path`` (a new claim where there was none)."""
+        if claim is None:
+            return cls.make(path)
+        if claim.path == path:
+            return claim
+        try:
+            return claim.renamed(path)
+        except FileNotFoundError:  # removed by someone who took us for dead
+            claim.drop()
+            return cls.make(path)
+
+    def renamed(self, path: str) -> Claim:
+        os.rename(self.path, path)
+        return Claim(path, self.fd)
+
+    def drop(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path)
+        os.close(self.fd)
+
+
+def live(directory: str, prefix: str) -> list[str]:
+    """The names of live claims in ``directory`` starting with ``prefix``, sorted."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.startswith(prefix))
+    except OSError:
+        return []
+    return [n for n in names if is_live(os.path.join(directory, n))]
+
+
+def is_live(path: str) -> bool:
+    """Its owner holds an flock on it; a claim we can lock belongs to a dead process (and
+    goes)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False  # gone meanwhile (granted or withdrawn)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        return False
+    finally:
+        os.close(fd)
+
+
+class SlotLocks:
+    """The pool's ``size`` slots: a slot is an flock on its lock file ``slot-N``."""
+
+    def __init__(self, directory: str, size: int) -> None:
+        self.directory = directory
+        self.size = size
+        self._fds: dict[int, int] = {}  # slot -> an open descriptor of its lock file
+
+    def lock_free(self, wanted: int, *, skip: Collection[int | None]) -> list[int]:
+        """Lock up to ``wanted`` free slots, not those in ``skip`` (held already), starting at a
+        random one so that concurrent processes do not all fight over slot 0."""
+        locked: list[int] = []
+        first = random.randrange(self.size)
+        for offset in range(self.size):
+            slot = (first + offset) % self.size
+            if slot in skip:
+                continue
+            fd = self._fd(slot)
+            if fd is None:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    continue
+                raise
+            locked.append(slot)
+            if len(locked) == wanted:
+                break
+        return locked
+
+    def _fd(self, slot: int) -> int | None:
+        fd = self._fds.get(slot)
+        if fd is None:
+            path = os.path.join(self.directory, f"slot-{slot}")
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError:
+                return None  # a slot file someone else owns: not ours to take
+            self._fds[slot] = fd
+        return fd
+
+    def unlock(self, slot: int) -> None:
+        fcntl.flock(self._fds[slot], fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+class RequestBoard:
+    """The waiters of the whole machine: a request's file *name* is its rank, so one listing
+    sorts them; this process has at most one request on the board."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        self._request: Claim | None = None
+        self._since = 0  # when this process began to wait, for the rank's third key
+
+    def rank_name(self, priority: float, *, first: bool) -> str:
+        """The rank of a request for a compile's ``first`` step or an extra one."""
+        key = 0 if first else 1
+        inverse = max(0, _PRIORITY_SPAN - int(max(0.0, priority) * 1000))
+        return f"r{key}-{inverse:012d}-{self._since:016d}-{os.getpid()}"
+
+    def post(self, priority: float, *, first: bool) -> str:
+        """Put (or move) this process's request on the board; return its name."""
+        if self._request is None:
+            self._since = time.time_ns() // 1000
+        name = self.rank_name(priority, first=first)
+        if self._request is not None:
+            if self._request.path == os.path.join(self.directory, name):
+                return name
+            try:
+                self._request = self._request.renamed(os.path.join(self.directory, name))
+            except FileNotFoundError:  # removed by someone who took us for dead: post anew
+                self._request.drop()
+                self._request = None
+        if self._request is None:
+            self._request = Claim.make(os.path.join(self.directory, name))
+        return name
+
+    def withdraw(self) -> None:
+        if self._request is not None:
+            self._request.drop()
+            self._request = None
+
+    def ahead(self, name: str) -> int:
+        """How many live requests of other processes rank before ``name``."""
+        return sum(1 for other in live(self.directory, "r") if other < name)
+
+    def others_before(self, name: str) -> bool:
+        """Does a live request of another process rank before ``name``?"""
+        suffix = f"-{os.getpid()}"
+        return any(
+            other < name for other in live(self.directory, "r") if not other.endswith(suffix)
+        )
+
+    def first_steps_waiting(self) -> bool:
+        """Does a compile wait for its first step?"""
+        return bool(live(self.directory, "r0-"))
+
+
+class WorkLeft:
+    """How much work each compile on the machine has left: one claim per compile under
+    ``work/``, the seconds in its name, so one listing sorts the compiles by it."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        self._claim: Claim | None = None
+
+    def tell(self, seconds: float) -> None:
+        """This compile has about ``seconds`` of steps left."""
+        name = os.path.join(
+            self.directory,
+            f"w-{min(_PRIORITY_SPAN, int(max(0.0, seconds) * 1000)):012d}-{os.getpid()}",
+        )
+        self._claim = Claim.post(self._claim, name)
+
+    def nearest(self, compiles: int) -> bool:
+        """Is this compile one of the ``compiles`` with the least work left on the machine?"""
+        if self._claim is None:
+            return False
+        return os.path.basename(self._claim.path) in live(self.directory, "w-")[:compiles]
+
+    def close(self) -> None:
+        if self._claim is not None:
+            self._claim.drop()
+            self._claim = None
+
+
+class ScalesTold:
+    """How many times their estimates each compile's long steps ran, as far as it has told:
+    one claim per compile under ``scales/``, the scale in its name, so a listing sorts them."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        self._claim: Claim | None = None
+
+    def tell(self, scale: float) -> None:
+        name = os.path.join(self.directory, f"s-{min(_PRIORITY_SPAN, int(max(0.0, scale) * 1000)):012d}-{os.getpid()}")
+        self._claim = Claim.post(self._claim, name)
+
+    def median_of_peers(self) -> float | None:
+        """The median of what the other compiles told; None where none did."""
+        mine = f"-{os.getpid()}"
+        told = [int(n.split("-")[1]) / 1000 for n in live(self.directory, "s-") if not n.endswith(mine)]
+        return told[len(told) // 2] if told else None  # sorted by name: by scale
+
+    def close(self) -> None:
+        if self._claim is not None:
+            self._claim.drop()
+            self._claim = None

@@ -1,0 +1,416 @@
+"""Permission to run steps, shared with everything else building on the machine.
+
+Inside ``make -jN`` fast_nvcc is a GNU make jobserver client: it owns one implicit slot (make
+started it) and reads one token from the jobserver for each further step it runs at once, giving
+each back as soon as it is idle.  Both forms make uses are understood:
+
+* ``--jobserver-auth=fifo:PATH`` (make >= 4.4): a named pipe anyone can open;
+* ``--jobserver-auth=R,W`` (make 4.3, and ``--jobserver-fds=R,W`` before it): two inherited pipe
+  descriptors, present only for recipes make treats as recursive (a ``+`` prefix or ``$(MAKE)``).
+
+Without a jobserver (ninja, a shell loop, several IDE builds), all fast_nvcc processes of the
+user share one build-wide schedule (:class:`PoolSlots`, docs/scheduling.md): a machine-wide pool
+of slots, one per usable CPU, on which no compile waits for its first step while another runs
+extra steps, and a free slot goes to the ready step with the longest remaining path of the whole
+build.  Every file of the pool means something only while its owner holds an ``flock`` on it, so
+a killed compile never loses a slot nor leaves a claim.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .buildtool import Saturation
+from .pool_files import Claim, RequestBoard, ScalesTold, SlotLocks, WorkLeft, live
+
+_AUTH = re.compile(r"--jobserver-(?:auth|fds)=(\S+)")
+
+
+class Slots:
+    """No sharing: just the local bound."""
+
+    implicit = 1  # slots held without asking
+    description = "no shared slots"
+    # May a short step (fatbinary, as) run without a shared slot?  Only on fast_nvcc's own
+    # pool, which ranks its waiters: make's tokens bound the whole build's commands.
+    short_steps_free = False
+
+    def __init__(self) -> None:
+        self.held = 0  # extra slots currently held
+
+    def try_acquire(self, priority: float = 0.0) -> bool:
+        """One more slot for a step whose remaining path through its compile is ``priority``
+        seconds; False: not now (ask again)."""
+        self.held += 1
+        return True
+
+    def outranked(self, priority: float) -> bool:
+        """Would a step of another compile have a better claim on an idle slot of ours than an
+        extra step of ``priority``?  (Only the pool can tell; make's tokens are first come.)"""
+        return False
+
+    def claimed(self, priority: float) -> bool:
+        """Should a split step give back an extra core it holds at rank ``priority``
+        (fast_nvcc.run.core_grants): does a better claim wait, or do steps run beyond the pool?"""
+        return self.outranked(priority)
+
+    def withdraw(self) -> None:
+        """This process waits for no slot now."""
+
+    def competes(self) -> bool:
+        """Does a step of this compile, which has run steps already, compete by rank for every
+        slot, its next step included (rather than keep the slot its last step held)?"""
+        return False
+
+    def over_pool(self, commands: int) -> str | None:
+        """With ``commands`` steps of this process running, does the newest run over the
+        machine-wide pool, and why: "first" (a compile's step while others run extra ones, rule
+        1) or "drain" (the compile nearest its end, rule 3)?  None: within the pool's N."""
+        return None
+
+    def left(self, seconds: float) -> None:
+        """This compile has about ``seconds`` of steps left to run (learned costs or defaults)."""
+
+    def tell_scale(self, scale: float) -> None:
+        """This compile's long steps ran ``scale`` times their estimates (for its peers)."""
+
+    def peer_scale(self) -> float | None:
+        """How many times their estimates the other compiles' long steps ran (the median of
+        what they told); None where nothing is known."""
+        return None
+
+    def release(self) -> None:
+        self.held -= 1
+
+    def release_all(self) -> None:
+        while self.held:
+            self.release()
+        self.withdraw()
+
+    def close(self) -> None:
+        self.release_all()
+
+
+class JobserverSlots(Slots):
+    """A GNU make jobserver client.  make hands out tokens first come, first served; the
+    priorities apply among the steps of this process (the scheduler's ready queue)."""
+
+    implicit = 1
+
+    def __init__(self, read_fd: int, write_fd: int, *, own_fds: tuple[int, ...], description: str) -> None:
+        super().__init__()
+        self.read_fd = read_fd
+        self.write_fd = write_fd
+        self.own_fds = own_fds  # the descriptors this client opened itself
+        self.description = description
+        self.tokens: list[bytes] = []
+
+    def try_acquire(self, priority: float = 0.0) -> bool:
+        try:
+            token = os.read(self.read_fd, 1)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return False
+        if not token:
+            return False
+        self.tokens.append(token)
+        self.held += 1
+        return True
+
+    def release(self) -> None:
+        if not self.tokens:
+            return
+        token = self.tokens.pop()
+        self.held -= 1
+        while True:
+            try:
+                os.write(self.write_fd, token)
+                return
+            except InterruptedError:
+                continue
+            except BlockingIOError:
+                time.sleep(0.001)
+            except OSError:
+                return  # make is gone: nobody to give it back to
+
+    def close(self) -> None:
+        self.release_all()
+        for fd in self.own_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class PoolSlots(Slots):
+    """The machine-wide pool, shared by every fast_nvcc process of the user: ``size`` lock
+    files (a slot is an ``flock`` on one), a board of ranked requests, and markers of what the
+    slots are used for.  This class holds the rules; the files they read and write are
+    :mod:`.pool_files`'s.
+
+    * **A compile's first step never waits for another compile's extra steps.**  When no slot
+      is free it may run *over* the pool, as long as fewer compiles run over it than there are
+      extra steps in flight (each extra step leaves a marker), and no extra step starts again
+      until the pool is back under its size.  So at most ``size`` commands run at once, plus at
+      most one first step per extra step that was running when its compile arrived.
+    * **A free slot goes to the best-ranked waiter of the whole machine.**  A process that wants
+      a slot posts a request whose file *name* is its rank, so one directory listing sorts every
+      waiter, and holds an ``flock`` on it, so the request of a dead process is seen as such (and
+      removed) by the next reader.  The rank, best first: a compile that runs nothing before one
+      that wants an extra step; then the longer remaining path through its own compile (learned
+      costs, or per-tool defaults); then the earlier request.  A process takes a free slot only
+      when fewer live requests rank ahead of it than there are free slots.
+    * **While the build tool holds compiles back, the compile nearest its end finishes first.**
+      When ninja (or make without a jobserver) runs as many jobs as its ``-j`` allows, it starts
+      no further compile until one ends.  Then the DRAIN_COMPILES compiles with the least work
+      left (each posts it under ``work/``) may run extra steps over the pool, ``size // 5`` of
+      them on the machine in all and none while a compile waits for its first step, so that
+      they end sooner and the tool starts the next ones (a long pole it held back, perhaps).
+
+    No daemon: waiters poll (a listing and a few non-blocking locks), and the kernel drops a dead
+    process's locks, so a killed compile loses no slot and leaves no claim.
+    """
+
+    implicit = 0
+    short_steps_free = True
+    DRAIN_COMPILES = 2  # how many of the compiles nearest their end may run steps over the pool
+    DRAIN_SHARE = 5  # those compiles may run size // DRAIN_SHARE steps over the pool in all
+    NEAREST_RECHECK = 0.1  # seconds: who is nearest its end is a listing and a few locks
+
+    def __init__(self, directory: str, size: int, *, saturated: Callable[[], bool] | None = None) -> None:
+        super().__init__()
+        self.directory = directory
+        self.marks = os.path.join(directory, "marks")
+        self.size = max(1, size)
+        # At most a fifth more commands than cores: 3 on 16 cores, none below 5 cores, where a
+        # full ninja usually holds nothing back and over-subscribing costs more (2 cores,
+        # 2 CUTLASS compiles at -j2, 2026-11-23: 3 extras made the build 9-16% slower).
+        self.drain_extras = self.size // self.DRAIN_SHARE
+        self.description = f"machine-wide pool of {self.size} slots in {directory}"
+        self.board = RequestBoard(os.path.join(directory, "requests"))
+        os.makedirs(self.marks, mode=0o700, exist_ok=True)
+        self.work_left = WorkLeft(os.path.join(directory, "work"))
+        self.scales = ScalesTold(os.path.join(directory, "scales"))
+        self.locks = SlotLocks(directory, self.size)
+        self._saturated = saturated  # is the build tool above us full? (looked up when needed)
+        self._nearest, self._nearest_checked = False, -1.0
+        self._holds: list[_Hold] = []
+        self._started = False  # has this compile run a step yet?
+
+    # -- the board, the work left and the scales ---------------------------------------------
+
+    def _first(self) -> bool:
+        """Does this process ask for its compile's first step (rule 1), or for one that waits
+        its turn by rank?"""
+        return self.held == 0 and not self.competes()
+
+    def competes(self) -> bool:
+        """Once a compile has run a step, while the build tool holds no compile back, its
+        steps take their turn by rank like extra ones.  Rule 1 is for compiles that have run
+        nothing; when every compile has started (ninja -j above the compile count, or no build
+        tool), keeping a slot between steps only because it was the compile's first one left
+        each compile one step at a time: a first CUTLASS build at -j32 on 16 cores ran 19
+        compiles' steps one after another for 60 s while no extra step could start, and the
+        longest compile's host side ran after its 94 s cicc (2026-11-24)."""
+        if not self._started:
+            return False
+        if self._saturated is None:
+            self._saturated = Saturation.of_this_process()
+        return not self._saturated()
+
+    def withdraw(self) -> None:
+        self.board.withdraw()
+
+    def left(self, seconds: float) -> None:
+        self.work_left.tell(seconds)
+        self._nearest_checked = -1.0  # look again at the next ask
+
+    def tell_scale(self, scale: float) -> None:
+        self.scales.tell(scale)
+
+    def peer_scale(self) -> float | None:
+        return self.scales.median_of_peers()
+
+    def _may_drain(self) -> bool:
+        if not self.drain_extras:
+            return False
+        now = time.monotonic()
+        if now - self._nearest_checked >= self.NEAREST_RECHECK:
+            self._nearest_checked, self._nearest = now, self.work_left.nearest(self.DRAIN_COMPILES)
+        if not self._nearest:
+            return False
+        if self._saturated is None:
+            self._saturated = Saturation.of_this_process()
+        if not self._saturated():
+            return False
+        if self.board.first_steps_waiting():
+            return False  # a compile waits for its first step: it goes first (rule 1)
+        # A fifth of the pool for the whole machine, not for each compile: as "nearest its end"
+        # passes from compile to compile, drains of a fifth each kept 25-31 commands running on
+        # 16 cores for the first 40 s of a first CUTLASS build (2026-11-23), each cicc slower.
+        return len(live(self.marks, "extra-drain-")) < self.drain_extras
+
+    # -- slots ---------------------------------------------------------------------------
+
+    def try_acquire(self, priority: float = 0.0) -> bool:
+        first = self._first()
+        name = self.board.post(priority, first=first)
+        overflowing = live(self.marks, "over-")
+        # Those ahead get theirs first; an extra step also waits until no compile runs over.
+        wanted = self.board.ahead(name) + 1 + (0 if first else len(overflowing))
+        locked = self.locks.lock_free(wanted, skip={h.slot for h in self._holds})
+        if len(locked) >= wanted:
+            for slot in locked[1:]:
+                self.locks.unlock(slot)
+            mark = None if first else self._mark("extra")
+            self._take(_Hold(slot=locked[0], mark=mark))
+            return True
+        for slot in locked:
+            self.locks.unlock(slot)
+        # However many compiles arrive while extra steps run: tying the overflow to the count of
+        # extras left compiles waiting 1.5-1.8 s at ninja -j32 on 16 cores (2026-11-22).
+        if first and live(self.marks, "extra-"):
+            self._take(_Hold(slot=None, mark=self._mark("over")))
+            return True
+        if not first and self._may_drain():
+            self._take(_Hold(slot=None, mark=self._mark("extra-drain")))
+            return True
+        return False
+
+    def over_pool(self, commands: int) -> str | None:
+        if commands <= sum(1 for h in self._holds if h.slot is not None):
+            return None
+        kinds = [h.mark.path for h in self._holds if h.slot is None and h.mark is not None]
+        return "drain" if any("extra-drain-" in k for k in kinds) else "first"
+
+    def _take(self, hold: _Hold) -> None:
+        self._holds.append(hold)
+        self.held += 1
+        self._started = True
+        self.withdraw()
+
+    def _mark(self, what: str) -> Claim:
+        return Claim.make(os.path.join(self.marks, f"{what}-{os.getpid()}-{next(_SERIALS)}"))
+
+    def outranked(self, priority: float) -> bool:
+        if self._waits_before(priority):
+            return True
+        return bool(live(self.marks, "over-"))  # the pool is over its size: no extra step
+
+    def _waits_before(self, priority: float) -> bool:
+        """Is another compile's request on the board ranked before one of ``priority``?"""
+        return self.board.others_before(self.board.rank_name(priority, first=self._first()))
+
+    def claimed(self, priority: float) -> bool:
+        """As outranked, except that a step which started over the pool's size (while it was
+        full) keeps its mark until it ends: once as many slots are free as such steps run,
+        nobody runs beyond the size any more.  In TE's whole library, scaled_activation.cu's
+        cicc, host compile and ptxas ran over from 15 to 295 s; counted as over for all that
+        time, they kept every split step near one core also from 240 to 295 s, when 8-14 steps
+        ran on 16 cores (2026-11-25)."""
+        if self._waits_before(priority):
+            return True
+        over = len(live(self.marks, "over-"))
+        if not over:
+            return False
+        free = self.locks.lock_free(over, skip={h.slot for h in self._holds})
+        for slot in free:
+            self.locks.unlock(slot)
+        return len(free) < over
+
+    def release(self) -> None:
+        """Give back one slot: an extra one first, then one over the pool, then the first."""
+        if not self._holds:
+            return
+        hold = max(self._holds, key=lambda h: (h.mark is not None and "extra-" in h.mark.path, h.slot is None))
+        self._holds.remove(hold)
+        if hold.slot is not None:
+            self.locks.unlock(hold.slot)
+        if hold.mark is not None:
+            hold.mark.drop()
+        self.held -= 1
+
+    def close(self) -> None:
+        self.release_all()
+        self.work_left.close()
+        self.scales.close()
+        self.locks.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Hold:
+    slot: int | None  # None: running over the pool
+    mark: Claim | None  # "extra-...", "extra-drain-..." or "over-...", for the others to count
+
+
+_SERIALS = itertools.count(1)  # mark names, unique in the process even with several pools in it
+
+
+def slots_from_environment(env: Mapping[str, str], *, pool_size: int) -> Slots:
+    """The jobserver of MAKEFLAGS if there is a usable one, else the machine-wide pool."""
+    jobserver = jobserver_from_makeflags(env.get("MAKEFLAGS", ""))
+    if jobserver is not None:
+        return jobserver
+    if env.get("FAST_NVCC_POOL", "1") == "0":
+        return Slots()
+    size = env.get("FAST_NVCC_POOL_SIZE", "")
+    try:
+        return PoolSlots(pool_directory(env), int(size) if size.isdigit() and int(size) > 0 else pool_size)
+    except OSError as exc:
+        unshared = Slots()
+        unshared.description = f"no shared slots (pool directory unusable: {exc.strerror or exc})"
+        return unshared
+
+
+def jobserver_from_makeflags(makeflags: str) -> JobserverSlots | None:
+    matches = _AUTH.findall(makeflags)
+    if not matches:
+        return None
+    auth = matches[-1]  # make puts the innermost jobserver last
+    if auth.startswith("fifo:"):
+        path = auth[len("fifo:") :]
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        return JobserverSlots(fd, fd, own_fds=(fd,), description=f"make jobserver fifo {path}")
+    read_text, _, write_text = auth.partition(",")
+    if not (read_text.lstrip("-").isdigit() and write_text.lstrip("-").isdigit()):
+        return None
+    read_fd, write_fd = int(read_text), int(write_text)
+    if read_fd < 0 or write_fd < 0:
+        return None
+    try:
+        if not (stat.S_ISFIFO(os.fstat(read_fd).st_mode) and stat.S_ISFIFO(os.fstat(write_fd).st_mode)):
+            return None
+        # A descriptor of our own on the same pipe, so that non-blocking reads do not change
+        # the shared file status flags make's other children see.
+        own = os.open(f"/proc/self/fd/{read_fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None  # make did not pass the pipe to this (non-recursive) recipe
+    return JobserverSlots(own, write_fd, own_fds=(own,), description=f"make jobserver pipe {read_fd},{write_fd}")
+
+
+def pool_directory(env: Mapping[str, str]) -> str:
+    """One place per user and machine, whatever ``$TMPDIR`` a build sets (a build that points
+    TMPDIR at a private directory must still share the machine's cores): FAST_NVCC_POOL_DIR,
+    else the user's runtime directory, else /dev/shm, else /tmp (never $TMPDIR)."""
+    if env.get("FAST_NVCC_POOL_DIR"):
+        return env["FAST_NVCC_POOL_DIR"]
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "fast_nvcc-slots")
+    for base in ("/dev/shm", "/tmp"):
+        if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            return os.path.join(base, f"fast_nvcc-slots-{os.getuid()}")
+    return os.path.join(os.path.expanduser("~"), ".cache", "fast_nvcc", "slots")

@@ -1,0 +1,76 @@
+"""``--split N``: nvcc's ``--split-compile N`` added to the compiles the user names.
+
+An opt-in for users who accept nvcc's split output: cicc and ptxas then optimize in N threads,
+which the pool widens onto idle cores while the step runs (:mod:`.core_grants`).  The objects
+are exactly those of ``nvcc --split-compile N`` for the same command line: the flag depends on
+the command line and the patterns only, never on timing or history.  N=0 (nvcc's "every CPU")
+is refused: it would make the object depend on the machine.
+
+* ``--split N`` / ``FAST_NVCC_SPLIT=N``: every compile of a CUDA source;
+* ``--split-sources PATTERNS`` / ``FAST_NVCC_SPLIT_SOURCES``: only sources matching one of the
+  comma-separated globs; a pattern with a ``/`` matches the source's absolute path (``*`` spans
+  folders), one without matches its file name (``*_grouped.cu``).
+
+A command line that sets ``--split-compile`` itself keeps its own.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Mapping, Sequence
+
+from . import nvcc_args
+from ..errors import FastNvccError
+
+# What nvcc compiles for the device: other inputs (objects, .cpp) get no split.
+CUDA_SUFFIXES = (".cu", ".CU")
+
+
+def settings(split: int | None, sources: str | None, env: Mapping[str, str]) -> tuple[int | None, tuple[str, ...]]:
+    """The thread count and the patterns, from the options or else the environment."""
+    if split is None and env.get("FAST_NVCC_SPLIT", "") != "":
+        split = _count(env["FAST_NVCC_SPLIT"], "FAST_NVCC_SPLIT")
+    if sources is None:
+        sources = env.get("FAST_NVCC_SPLIT_SOURCES") or None
+    patterns = tuple(p.strip() for p in (sources or "").split(",") if p.strip())
+    if patterns and split is None:
+        raise FastNvccError("--split-sources (FAST_NVCC_SPLIT_SOURCES) needs --split N (FAST_NVCC_SPLIT)")
+    return split, patterns
+
+
+def _count(text: str, where: str) -> int:
+    if not text.strip().isdigit():
+        raise FastNvccError(f"{where}={text!r}: not a thread count")
+    value = int(text)
+    if value < 1:
+        raise FastNvccError(f"{where}={text!r}: at least 1 (nvcc's 0, every CPU, depends on the machine)")
+    return value
+
+
+def with_split(args: Sequence[str], threads: int | None, patterns: Sequence[str], *,
+               env: Mapping[str, str], cwd: str) -> list[str]:  # fmt: skip
+    """``args`` with ``--split-compile threads`` added where the user asked for it."""
+    if threads is None or threads < 2:
+        return list(args)
+    try:
+        effective = nvcc_args.effective_args(args, env, cwd=cwd)
+    except (OSError, ValueError):
+        return list(args)  # nvcc gets them as they are, and says what is wrong
+    options = list(nvcc_args.iter_options(effective))
+    if any(o.name == "--split-compile" for o in options):
+        return list(args)
+    sources = [o.name for o in options if o.value is None and o.name.endswith(CUDA_SUFFIXES)]
+    if not sources:
+        return list(args)
+    if patterns and not any(matches(p, os.path.join(cwd, s)) for p in patterns for s in sources):
+        return list(args)
+    return [*args, "--split-compile", str(threads)]
+
+
+def matches(pattern: str, path: str) -> bool:
+    """Does ``pattern`` name the source at the absolute ``path``?"""
+    path = os.path.normpath(path)
+    if "/" in pattern:
+        return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(path, f"*/{pattern.lstrip('/')}")
+    return fnmatch.fnmatchcase(os.path.basename(path), pattern)

@@ -1,0 +1,39 @@
+"""When a task that waits for one of a group (``Task.any_of``: an early stub's front, which
+may start from the stub of whichever cicc of its compile is done first) has its one.
+
+A group served is served for good: later members' ends mean nothing to it.  A stub probe in
+the group (an optional task, :func:`fast_nvcc.graph.dag.early_stubs`) writes the one stub that is
+sure to hold, so while it runs the group waits for it rather than take another member's stub;
+if the probe then ends without helping, a member already done serves the group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..graph.dag import Task
+
+
+class AnyOfGroups:
+    def __init__(self, tasks: Sequence[Task], *, running: Callable[[int], bool]) -> None:
+        self.tasks = tasks
+        self.running = running  # does this task run now (started, its end not yet handled)?
+        self.served: set[int] = set()  # the tasks whose group has had its one
+        self.done: set[int] = set()  # members that ended well (and, if optional, helped)
+
+    def member_done(self, member: int, task_id: int) -> bool:
+        """``member`` of ``task_id``'s group ended well: is the group served by it now?"""
+        self.done.add(member)
+        if task_id in self.served:
+            return False
+        if any(self.tasks[m].optional and m != member and self.running(m) for m in self.tasks[task_id].any_of):
+            return False  # a probe runs: its stub is the sure one
+        self.served.add(task_id)
+        return True
+
+    def optional_dropped(self, member: int, task_id: int) -> bool:
+        """The optional ``member`` ended without helping: does a member done serve the group?"""
+        if task_id in self.served or not (self.done & self.tasks[task_id].any_of):
+            return False
+        self.served.add(task_id)
+        return True

@@ -1,0 +1,250 @@
+"""Split steps share the machine: a step told ``-split-compile N`` runs on the cores the pool
+grants it, from one up to N.
+
+nvcc's ``--split-compile N`` gives cicc and ptxas (and nvlink under ``-dlto``) N threads that
+optimize the code side by side.  The object depends on N only, not on how many cores the threads
+get (docs/nvcc-facts.md), so the cores are ours to hand out:
+
+* **A split step starts on one core**, like any step, and its threads are held to it (their CPU
+  affinity), so that N threads do not crowd out the other compiles' steps early in a build.
+* **The grant widens while it runs**, one core per free slot: each extra core is one more shared
+  slot (:mod:`.admission`), asked for at the step's rank (its compile's remaining path from it).  So when compiles
+  end and slots fall idle, the long poles of the build get them first, up to N.
+* **It narrows again**, one core at a time, when a step of its own compile waits for a slot, or
+  when the pool has a better-ranked waiter (a compile's first step, a longer path): a step on one
+  core comes before a second core for anyone.
+* **Under make's jobserver**, which ranks no one and starts no job without a token, the extra
+  cores' tokens all go back every two seconds (make, blocked on the token pipe, gets those it
+  waits for), and are taken again at the next poll.
+* **Which cores**: each held core is an ``flock`` on ``cores/slot-K`` in the pool directory, so
+  two split steps of the machine are not held to the same core; unpinned steps go wherever the
+  kernel puts them.  Where every core is held already, it shares one.
+
+The rules are :func:`narrowing` and :func:`widening_order` (unit-tested with made-up numbers);
+:class:`Grants` applies them to a run, and :func:`hold` sets a process tree's affinity.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..machine.pool_files import SlotLocks
+
+if TYPE_CHECKING:
+    from .admission import Admission
+
+_SPLIT = re.compile(r"-split-compile(?:-extended)?(?:=(\d+))?")
+
+
+def split_threads(argv: Sequence[str], *, machine_cpus: int | None = None) -> int | None:
+    """How many threads a step optimizes in: its last ``-split-compile N`` (cicc, nvlink),
+    ``-split-compile=N`` (ptxas) or ``-split-compile-extended N`` (nvlink); N=0 is every CPU of
+    the machine, as cicc counts them.  None: not a split step (or N=1)."""
+    found: int | None = None
+    for index, word in enumerate(argv):
+        match = _SPLIT.fullmatch(word)
+        if match is None:
+            continue
+        value = match.group(1)
+        if value is None and index + 1 < len(argv) and argv[index + 1].isdigit():
+            value = argv[index + 1]
+        if value is not None:
+            count = int(value)
+            found = count if count > 0 else (machine_cpus or os.cpu_count() or 1)
+    return found if found is not None and found > 1 else None
+
+
+@dataclass(slots=True)
+class Grant:
+    """A running split step and the cores it holds (``cores[0]`` is its own step's)."""
+
+    task_id: int
+    threads: int  # N: more cores than threads would idle
+    # Its rank: its remaining path through its compile, as its compile ranks its steps (scaled by
+    # how far its steps overran their estimates, ready_queue.py); not less the time it has run,
+    # which on a first build takes a pole that overran its default estimate back to the rank
+    # of a light compile's step (TE's cast_grouped.cu took 138 s in a build that ranked so,
+    # 75 s alone: 16 cores, 2026-11-25; the build with this rank is yet to be measured).
+    priority: float = 0.0
+    cores: list[int] = field(default_factory=list)
+    locked: set[int] = field(default_factory=set)  # those of ``cores`` we hold an flock on
+    again: int = 0  # polls left to hold its threads again (threads made while we held them)
+    timeline: list[tuple[float, int]] = field(default_factory=list)  # (when, cores) at each change
+
+    @property
+    def width(self) -> int:
+        return len(self.cores)
+
+
+def narrowing(grants: Iterable[Grant], *, ours_waiting: bool, outranked: Callable[[float], bool]) -> Grant | None:
+    """The widened step to give a core back now, if any: the one of lowest rank (then the
+    widest), when a step of this run waits for a slot, or when the pool has a waiter ranked
+    before that step's remaining path."""
+    widened = [g for g in grants if g.width > 1]
+    if not widened:
+        return None
+    lowest = min(widened, key=lambda g: (g.priority, -g.width, g.task_id))
+    if ours_waiting or outranked(lowest.priority):
+        return lowest
+    return None
+
+
+def widening_order(grants: Iterable[Grant]) -> list[Grant]:
+    """The steps that could use another core, in the order they ask for one: the longest
+    remaining path first, then the narrowest."""
+    return sorted((g for g in grants if g.width < g.threads), key=lambda g: (-g.priority, g.width, g.task_id))
+
+
+class Grants:
+    """The split steps of one run: their cores, widened and narrowed as the slots allow."""
+
+    # Under make's jobserver nobody ranks the waiters, and make starts no job without a token:
+    # every this many seconds the extra cores' tokens go back at once, so that make (blocked on
+    # the token pipe) gets the ones it wants; the rest are taken again at the next poll.
+    YIELD_SECONDS = 2.0
+
+    def __init__(self, admission: Admission, *, pool_directory: str | None,
+                 pin: Callable[[int, frozenset[int]], None], cpus: Iterable[int] | None = None,
+                 now: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        self.admission = admission
+        self.now = now  # the run's clock, for each grant's timeline
+        self.pin = pin  # (task, CPUs): hold the task's processes to those CPUs
+        self.cpus = sorted(_usable() if cpus is None else cpus)  # the CPUs a grant's cores name
+        self._running: dict[int, Grant] = {}
+        self._yielded = time.monotonic()
+        self.locks: SlotLocks | None = None
+        if pool_directory is not None:
+            try:
+                directory = os.path.join(pool_directory, "cores")
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+                self.locks = SlotLocks(directory, len(self.cpus))
+            except OSError:
+                self.locks = None  # cores chosen at random: they may be shared
+
+    def __bool__(self) -> bool:
+        return bool(self._running)
+
+    def start(self, task_id: int, threads: int, priority: float) -> frozenset[int]:
+        """A split step starts: the one core it is held to."""
+        grant = Grant(task_id, threads, priority)
+        self._running[task_id] = grant
+        self._add_core(grant)
+        grant.timeline.append((self.now(), 1))
+        return self.cpus_of(grant)
+
+    def end(self, task_id: int) -> Grant | None:
+        """A split step ended: its extra slots and its cores go back."""
+        grant = self._running.pop(task_id, None)
+        if grant is None:
+            return None
+        while grant.width > 1:
+            self._drop_core(grant)
+            self.admission.narrow()
+        self._drop_core(grant)
+        return grant
+
+    def poll(self, *, ours_waiting: bool, priority_of: Callable[[int], float]) -> None:
+        """Once per turn of the run's loop: give one core back, or take the free ones."""
+        if not self._running:
+            return
+        for grant in self._running.values():
+            grant.priority = priority_of(grant.task_id)
+        changed: list[Grant] = []
+        if not self.admission.slots.short_steps_free and time.monotonic() - self._yielded >= self.YIELD_SECONDS:
+            self._yielded = time.monotonic()  # (short_steps_free: the pool, which ranks its waiters)
+            for grant in self._running.values():
+                if grant.width > 1:
+                    while grant.width > 1:
+                        self._drop_core(grant)
+                        self.admission.narrow()
+                    changed.append(grant)
+            self._pin(changed)
+            return
+        give_back = narrowing(self._running.values(), ours_waiting=ours_waiting,
+                              outranked=self.admission.slots.claimed)  # fmt: skip
+        if give_back is not None:
+            self._drop_core(give_back)
+            self.admission.narrow()
+            changed.append(give_back)
+        elif not ours_waiting:
+            for grant in widening_order(self._running.values()):
+                while grant.width < grant.threads and self.admission.widen(grant.priority):
+                    self._add_core(grant)
+                    if grant not in changed:
+                        changed.append(grant)
+                if grant.width < grant.threads:
+                    break  # no slot for the best-ranked: none for those behind it either
+        self._pin(changed)
+
+    def _pin(self, changed: list[Grant]) -> None:
+        """Hold the changed steps' threads to their cores, now and at the next two polls."""
+        for grant in changed:
+            grant.again = 3
+            grant.timeline.append((self.now(), grant.width))
+        for grant in self._running.values():
+            if grant.again:
+                grant.again -= 1
+                self.pin(grant.task_id, self.cpus_of(grant))
+
+    def close(self) -> None:
+        for task_id in list(self._running):
+            self.end(task_id)
+        if self.locks is not None:
+            self.locks.close()
+
+    def _add_core(self, grant: Grant) -> None:
+        held = {c for g in self._running.values() for c in g.locked}
+        if self.locks is not None:
+            free = self.locks.lock_free(1, skip=held)
+            if free:
+                grant.cores.append(free[0])
+                grant.locked.add(free[0])
+                return
+        spare = [c for c in range(len(self.cpus)) if c not in grant.cores] or list(range(len(self.cpus)))
+        grant.cores.append(random.choice(spare))
+
+    def _drop_core(self, grant: Grant) -> None:
+        core = grant.cores.pop()
+        if core in grant.locked:
+            grant.locked.discard(core)
+            if self.locks is not None and core not in grant.cores:
+                self.locks.unlock(core)
+
+    def cpus_of(self, grant: Grant) -> frozenset[int]:
+        return frozenset(self.cpus[c] for c in grant.cores)
+
+
+def hold(pid: int, cpus: frozenset[int]) -> None:
+    """Hold every thread of the process tree ``pid`` leads to ``cpus``.  Threads made while
+    this runs keep the affinity of the thread that made them: the caller holds again a moment
+    later."""
+    import psutil
+
+    try:
+        leader = psutil.Process(pid)
+        processes = [leader, *leader.children(recursive=True)]
+    except psutil.Error:
+        return
+    for process in processes:
+        try:
+            threads = os.listdir(f"/proc/{process.pid}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            with contextlib.suppress(OSError, ValueError):
+                if os.sched_getaffinity(int(tid)) != cpus:
+                    os.sched_setaffinity(int(tid), cpus)
+
+
+def _usable() -> set[int]:
+    try:
+        return os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return set(range(os.cpu_count() or 1))

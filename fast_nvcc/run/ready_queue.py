@@ -1,0 +1,164 @@
+"""The tasks of a run whose inputs are all there, best first, and how heavy the compile turns
+out to be against its estimates, which raises its rank on the machine-wide pool."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from ..graph.dag import Dag, Task, priorities
+from ..plan.dryrun import Kind
+from ..machine.slots import Slots
+from .task_records import Record
+
+
+class ReadyQueue:
+    """Ready tasks, the longest remaining path through the compile first, then nvcc's order; and
+    the work the compile has left (each task's expected seconds), scaled by its overrun."""
+
+    # A step that runs far past its estimate says its whole compile is heavier than guessed: on a
+    # first build the estimates are per-tool defaults, and one template-heavy source's cicc takes
+    # 96 s against the default's 8 (CUTLASS's 53_hopper_gemm_permute, 16 cores, 2026-11-23).
+    # The compile's waiting steps then ask the pool with their ranks times how much heavier
+    # (its host side no longer waits behind lighter compiles' device steps), and the work it has
+    # left is told times that too (it is not the compile nearest its end).  Short steps' times
+    # are mostly noise: a step counts once it is expected to take OVERRUN_FLOOR seconds or has
+    # run that long, against an estimate of at least OVERRUN_FLOOR.  The second half is for a
+    # ptxas (1.4 s by the defaults) that runs for minutes: TE's swiglu_grouped.cu's ran 206 s,
+    # 200 of them on one core while two better-ranked split ptxas took the idle cores, and
+    # ended the build (16 cores, 2026-11-26); its compile's rank had come from its cicc alone.
+    OVERRUN_FLOOR = 2.0
+    RESCALE_EVERY = 0.25  # seconds
+    # Within the compile, the steps a long step feeds take longer by as much as it overran:
+    # a cicc's ptxas, cudafe++'s host compile.  On a first build the per-tool defaults rank the
+    # host compile (5.5 s) above a ptxas (1.4 s), and TE's swiglu_grouped.cu, whose cicc took
+    # 128 s, ran its 39 s host compile in the compile's own slot while its ptxas, 198 s and the
+    # build's last step, waited 39 s for a pool slot (16 cores, 2026-11-25).
+    FOLLOWERS = {Kind.CICC: Kind.PTXAS, Kind.CUDAFE: Kind.HOST_COMPILE}
+
+    def __init__(self, priorities: Sequence[float], *, work: Sequence[float] | None = None) -> None:
+        self.priorities = priorities
+        self.work = work  # each task's expected seconds: what is left is told to the slots
+        self.scale = 1.0  # how many times heavier this compile is than its estimates
+        self._own_scale = 1.0  # ... as far as its own long steps have shown
+        self._told_scale = 0.0  # what the slots were last told of that
+        self._scaled_at = 0.0
+        self._left = sum(work) if work is not None else 0.0
+        self._heap: list[tuple[float, tuple[int, int], int]] = []
+        # The compile's own order of its ready tasks: the remaining paths, once long steps have
+        # told what their followers will take (overran); the pool is asked with priorities.
+        self._order = list(priorities)
+        self._order_work = None if work is None else list(work)
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def push(self, task: Task) -> None:
+        heapq.heappush(self._heap, (-self._order[task.id], task.order, task.id))
+
+    def push_first(self, task: Task) -> None:
+        """Ahead of every other ready task (a step run again after the kernel killed it)."""
+        heapq.heappush(self._heap, (float("-inf"), task.order, task.id))
+
+    def first(self) -> int:
+        """The best ready task's id."""
+        return self._heap[0][2]
+
+    def ids(self) -> list[int]:
+        """Every ready task's id, best first."""
+        return [entry[2] for entry in sorted(self._heap)]
+
+    def pop(self) -> None:
+        heapq.heappop(self._heap)
+
+    def remove(self, task_id: int) -> bool:
+        """Take ``task_id`` out of the queue; was it there?"""
+        kept = [entry for entry in self._heap if entry[2] != task_id]
+        if len(kept) == len(self._heap):
+            return False
+        self._heap = kept
+        heapq.heapify(kept)
+        return True
+
+    def priority(self, task_id: int) -> float:
+        """The rank ``task_id`` asks the shared slots with: its remaining path, scaled."""
+        return self.priorities[task_id] * self.scale
+
+    @property
+    def work_left(self) -> float | None:
+        """The seconds of work the compile has left, scaled; None without estimates."""
+        return None if self.work is None else self._left * self.scale
+
+    def finished(self, task_id: int) -> None:
+        if self.work is not None:
+            self._left -= self.work[task_id]
+
+    def overran(self, dag: Dag, task_id: int, took: float) -> bool:
+        """``task_id`` ended after ``took`` seconds: if it is a long step that ran past its
+        estimate, the steps it feeds (FOLLOWERS) are expected to take as much longer, and the
+        compile's order of its tasks follows (True when it changed)."""
+        kind = dag.tasks[task_id].step.kind
+        if self.work is None or self._order_work is None or kind not in self.FOLLOWERS:
+            return False
+        expected = self.work[task_id]
+        if expected < self.OVERRUN_FLOOR or took <= expected:
+            return False
+        changed = False
+        for follower in _reached(dag, task_id, self.FOLLOWERS[kind]):
+            scaled = self.work[follower] * took / expected
+            if scaled > self._order_work[follower]:
+                self._order_work[follower], changed = scaled, True
+        if changed:
+            self._order = priorities(dag, self._order_work)
+        return changed
+
+    def rescale(self, records: Sequence[Record], *, now: float, slots: Slots) -> bool:
+        """Look again (every RESCALE_EVERY seconds) at how far this compile's long steps ran
+        past their estimates; True when the scale changed.  Until one of its long steps has
+        started, a compile knows nothing of itself, and takes the median of what its peers on
+        the machine told ``slots`` (without it, a first CUTLASS build at -j32 on 16 cores ranked
+        the compiles whose ciccs had shown themselves heavy above one whose 59 s cicc had not
+        started, and that cicc waited until 76 s: 2026-11-24)."""
+        if self.work is None:
+            return False
+        if now - self._scaled_at < self.RESCALE_EVERY:
+            return False
+        self._scaled_at = now
+        own, shown = self._own_scale, False
+        for record in records:
+            if record.start is None or record.slot is None:
+                continue
+            expected = self.work[record.task_id]
+            took = (record.end if record.end is not None else now) - record.start
+            if expected < self.OVERRUN_FLOOR and took < self.OVERRUN_FLOOR:
+                continue
+            shown = True
+            own = max(own, took / max(expected, self.OVERRUN_FLOOR))
+        self._own_scale = own
+        if shown:
+            if own > self._told_scale * 1.05:
+                slots.tell_scale(own)
+                self._told_scale = own
+            scale = own
+        else:
+            scale = max(own, slots.peer_scale() or 1.0)
+        if abs(scale - self.scale) <= self.scale * 0.05:  # not worth a rename on the board
+            return False
+        self.scale = scale
+        return True
+
+
+def _reached(dag: Dag, start: int, kind: Kind) -> list[int]:
+    """The tasks of ``kind`` that ``start`` feeds, directly or through tasks of other kinds
+    (a cicc's ptxas comes after its module_id check)."""
+    found, seen, todo = [], {start}, list(dag.succs[start])
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if dag.tasks[node].step.kind is kind:
+            found.append(node)
+        else:
+            todo.extend(dag.succs[node])
+    return sorted(found)

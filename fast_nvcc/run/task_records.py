@@ -1,0 +1,86 @@
+"""What happened to each task of a run: the records the scheduler keeps, which the driver,
+FAST_NVCC_LOG and the reports read."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class State(enum.Enum):
+    DONE = "done"
+    FAILED = "failed"
+    KILLED = "killed"  # stopped by fast_nvcc after another step failed or on a signal
+    SKIPPED = "skipped"  # never started
+
+
+@dataclass(slots=True)
+class Record:
+    """What happened to one task."""
+
+    task_id: int
+    state: State = State.SKIPPED
+    start: float | None = None  # seconds since the run started
+    end: float | None = None
+    ready: float | None = None  # when its inputs were all there; start - ready is its wait
+    returncode: int | None = None
+    cpu_seconds: float | None = None
+    max_rss_kb: int | None = None
+    reran: bool = False  # a module_id check that had to rerun cicc
+    # A guess of fast_nvcc's that failed for this task (fast_nvcc.guess.decisions): why, and the
+    # seconds of work thrown away (a cicc stopped early and run as printed, or rerun whole).
+    guess_failed: str = ""
+    guess_lost: float = 0.0
+    split: bool = False  # a host compile's back task that only had to assemble
+    split_note: str = ""  # a host compile's back task: why it compiled as printed instead
+    cached: bool | None = None  # True: a cache hit; False: a cacheable step that missed
+    remote: str | None = None  # sent to sccache: what became of it (sccache_stats.Outcome)
+    remote_note: str = ""  # why it ran here after all
+    slot: int | None = None
+    # A split step (-split-compile N, fast_nvcc.run.core_grants): (when, how many cores) its threads
+    # were held to, at its start and each change.
+    core_timeline: list[tuple[float, int]] = field(default_factory=list)
+    over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
+    memory_wait: float = 0.0  # seconds of its wait spent held back by the memory budget
+    memory_stopped: float = 0.0  # seconds it was stopped (SIGSTOP) for lack of memory
+    memory_evicted: bool = False  # stopped, then killed to make room for an older step; run again
+    oom_rerun: bool = False  # killed for memory (fast_nvcc.machine.memory) and run again first
+    dropped: bool = False  # an optional task that never started, was stopped, or did not help
+    # Captured output: (fd, path) in the order to forward them.
+    captures: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def cores(self) -> int:
+        """A split step: the most cores its threads held at once (0: not one)."""
+        return max((n for _, n in self.core_timeline), default=0)
+
+    @property
+    def seconds(self) -> float:
+        if self.start is None or self.end is None:
+            return 0.0
+        return self.end - self.start
+
+    @property
+    def waited(self) -> float:
+        """Seconds between being ready and starting: waiting for a slot (or for -j)."""
+        if self.start is None or self.ready is None:
+            return 0.0
+        return max(0.0, self.start - self.ready)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    returncode: int
+    records: tuple[Record, ...]
+    failed_task: int | None
+    wall_seconds: float
+    started_at: float = 0.0  # Unix time the records' start and end offsets count from
+
+
+class StepFailed(Exception):
+    """A task failed the way nvcc would report it."""
+
+    def __init__(self, message: str, returncode: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.returncode = returncode
