@@ -136,7 +136,7 @@ def split_command_line(argv: Sequence[str], parser: argparse.ArgumentParser):
 # `fast_nvcc SUBCOMMAND ...`: each lives in its own module with a main(argv) -> int.
 SUBCOMMANDS = {
     "analyze": "fast_nvcc.analysis",
-    "cache": "fast_nvcc.cache.handlers",
+    "cache": "fast_nvcc.cache.cli",
     "history": "fast_nvcc.learn.history",
 }
 

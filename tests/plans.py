@@ -22,3 +22,14 @@ def load_plan(name: str) -> Plan:
 
 def names() -> list[str]:
     return sorted(p.stem for p in PLANS.glob("*.txt"))
+
+
+def dag_for(plan: Plan, *, faithful: bool = False, sequential: bool = False, say=lambda message: None):
+    """The graph fast_nvcc runs for ``plan`` with no history, as the driver chooses it."""
+    import os
+
+    from fast_nvcc.graph.choose import choose_dag
+    from fast_nvcc.learn.learned import Learned
+
+    return choose_dag(plan, Learned.nothing(plan), workdir="/w", sequential=sequential, faithful=faithful,
+                      watched=False, env=os.environ, say=say)  # fmt: skip

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import assert_same, compare, fast_nvcc_command, mask, run_tool
 
-from fast_nvcc.report.device_trace import merged_trace_path, summarize_tool_events
+from fast_nvcc.plan.tool_traces import merged_trace_path
+from fast_nvcc.report.device_trace import summarize_tool_events
 
 TEMPLATES = Path(__file__).parent / "data" / "templates"
 TWO_ARCHS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from fast_nvcc.driver import Config, _dag_for, jobs_for, usable_cpus
+from fast_nvcc.driver import Config, jobs_for, usable_cpus
 from fast_nvcc.graph.dag import Action
 from fast_nvcc.plan.dryrun import Plan
 from fast_nvcc.plan.toolchain import ToolchainError, find_nvcc
 
-from plans import load_plan
+from plans import dag_for, load_plan
 
 
 @pytest.mark.parametrize(
@@ -30,15 +30,15 @@ def test_jobs(config, env, jobs):
 def test_a_dag_in_doubt_runs_in_nvccs_order(capsys):
     plan = load_plan("compile_1arch")
     broken = Plan(steps=plan.steps[:3] + plan.steps[4:], env=plan.env, assignments=())
-    dag = _dag_for(Config(verbose=1), broken, "/w")
+    dag = dag_for(broken, say=Config(verbose=1).say)
     assert [sorted(p) for p in dag.preds] == [[]] + [[i] for i in range(len(broken.steps) - 1)]
     assert "running the plan in nvcc's order: step" in capsys.readouterr().err
 
 
 def test_default_mode_speculates_and_faithful_does_not():
     plan = load_plan("compile_3arch")
-    assert any(t.action is Action.CHECK_MODULE_ID for t in _dag_for(Config(), plan, "/w").tasks)
-    faithful = _dag_for(Config(faithful=True), plan, "/w")
+    assert any(t.action is Action.CHECK_MODULE_ID for t in dag_for(plan).tasks)
+    faithful = dag_for(plan, faithful=True)
     assert not any(t.action is Action.CHECK_MODULE_ID for t in faithful.tasks)
 
 

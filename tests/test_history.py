@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-from fast_nvcc.driver import Config, _cost, _dag_for, _measurements, _source_of_steps
+from fast_nvcc.learn.learned import measurements, source_of_steps, task_cost
 from fast_nvcc.graph.dag import Action
 from fast_nvcc.learn.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, arch_weight, estimate, history_path
 from fast_nvcc.plan.dryrun import Kind
 from fast_nvcc.run.scheduler import Record, State
 
 from helpers import fast_nvcc_command, run_tool
-from plans import load, load_plan
+from plans import dag_for, load, load_plan
 
 
 def test_record_smooths_and_lookup_falls_back(tmp_path):
@@ -43,7 +43,7 @@ def test_steps_belong_to_their_source():
     header, _ = load("two_sources_mmd")
     plan = load_plan("two_sources_mmd")
     sources = [f"{header['cwd']}/kernel.cu", f"{header['cwd']}/main.cu"]
-    owners = _source_of_steps(plan, sources)
+    owners = source_of_steps(plan, sources)
     for step in plan.steps:
         if step.kind is Kind.CICC:
             assert owners[step.index] == (sources[0] if "_kernel." in step.text else sources[1])
@@ -51,40 +51,40 @@ def test_steps_belong_to_their_source():
 
 def test_measurements_skip_cache_hits_and_failures():
     plan = load_plan("compile_1arch")
-    dag = _dag_for(Config(faithful=True), plan, "/w")
+    dag = dag_for(plan, faithful=True)
     records = [Record(t.id, state=State.DONE, start=0.0, end=1.0, max_rss_kb=10) for t in dag.tasks]
     records[3].cached = True  # cicc replayed from the cache
     records[1].state = State.FAILED
     owners = {s.index: "/k.cu" for s in plan.steps}
-    tools = [m.tool for m in _measurements(dag, records, owners)]
+    tools = [m.tool for m in measurements(dag, records, owners)]
     assert "cicc" not in tools and "cudafe++" not in tools and "ptxas" in tools
 
 
 def test_a_split_host_compile_is_learned_as_its_parts():
     plan = load_plan("compile_1arch")
-    dag = _dag_for(Config(), plan, "/w")
+    dag = dag_for(plan)
     front = next(t for t in dag.tasks if t.action is Action.HOST_FRONT)
     back = next(t for t in dag.tasks if t.action is Action.HOST_BACK)
     owners = {s.index: "/k.cu" for s in plan.steps}
     records = [Record(t.id, state=State.DONE, start=0.0, end=1.0) for t in dag.tasks]
     records[front.id].end, records[back.id].end, records[back.id].split = 4.0, 0.2, True
-    measured = [(m.tool, m.seconds) for m in _measurements(dag, records, owners) if "gcc -c" in m.tool or m.tool == "as"]
+    measured = [(m.tool, m.seconds) for m in measurements(dag, records, owners) if "gcc -c" in m.tool or m.tool == "as"]
     assert sorted(measured) == [("as", 0.2), ("gcc -c", 4.0)]
     # Fallen back: the back task did the whole compile; the front only looked for a placeholder.
     records[front.id].end, records[back.id].end, records[back.id].split = 0.01, 5.0, False
-    measured = [(m.tool, m.seconds) for m in _measurements(dag, records, owners) if "gcc -c" in m.tool or m.tool == "as"]
+    measured = [(m.tool, m.seconds) for m in measurements(dag, records, owners) if "gcc -c" in m.tool or m.tool == "as"]
     assert measured == [("gcc -c", 5.0)]
-    assert _cost({}, back, owners) == ASSEMBLE
-    assert _cost({}, front, owners).seconds == DEFAULT_SECONDS[Kind.HOST_COMPILE]
+    assert task_cost({}, back, owners) == ASSEMBLE
+    assert task_cost({}, front, owners).seconds == DEFAULT_SECONDS[Kind.HOST_COMPILE]
 
 
 def test_costs_come_from_history():
     plan = load_plan("compile_1arch")
-    dag = _dag_for(Config(), plan, "/w")
+    dag = dag_for(plan)
     owners = {s.index: "/k.cu" for s in plan.steps}
     known = {("/k.cu", "cudafe++", ""): Cost(42.0, 7)}
     cudafe = next(t for t in dag.tasks if t.step.kind is Kind.CUDAFE)
-    assert _cost(known, cudafe, owners) == Cost(42.0, 7)
+    assert task_cost(known, cudafe, owners) == Cost(42.0, 7)
 
 
 @pytest.mark.nvcc
@@ -166,9 +166,9 @@ def test_a_first_build_runs_the_host_chain_before_a_plain_architectures_cicc():
     from fast_nvcc.graph.dag import priorities
 
     plan = load_plan("compile_3arch")
-    dag = _dag_for(Config(), plan, "/w")
+    dag = dag_for(plan)
     owners = {s.index: "/k.cu" for s in plan.steps}
-    ranks = priorities(dag, [_cost({}, t, owners).seconds for t in dag.tasks])
+    ranks = priorities(dag, [task_cost({}, t, owners).seconds for t in dag.tasks])
     host_preprocess = next(t for t in dag.tasks if t.step.kind is Kind.PREPROCESS and not t.step.arch)
     ciccs = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC]
     cudafe = next(t for t in dag.tasks if t.step.kind is Kind.CUDAFE)

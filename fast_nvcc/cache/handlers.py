@@ -1,51 +1,11 @@
-"""A per-step compile cache: cudafe++, cicc, ptxas and the host compile, each keyed on all it
-depends on, with no daemon.  ``fast_nvcc cache stats|clear`` is its command line.
-
-What a key covers, and why:
-
-* the tool binary (real path, size, mtime) and nvcc's (its headers and libdevice come along);
-* the command line, with temporary names normalised: nvcc's names change with every run and
-  with the set of architectures (``-8_k.compute_80.cpp1.ii`` vs ``-7_k.cpp1.ii``).  For cicc,
-  cudafe++ and ptxas every temp path becomes a numbered placeholder, because their outputs are
-  text, where a name can be rewritten on the way back, or ptxas's cubin, which embeds none
-  (measured).  The host compile embeds its input's name in the object (the STT_FILE symbol,
-  debug info), so its names stay in the key and only the pid part (same length) is rewritten;
-* the content of every file the step reads, the .cpp1.ii, the .ptx, the module_id, and for the
-  host compile the stub and the .fatbin.c that the .cudafe1.cpp #includes;
-* the plan's variables (but PATH: the tool is identified by its binary) and the caller's
-  variables that change what a compiler does (LANG, CPATH, SOURCE_DATE_EPOCH, ...);
-* the working directory, except for ptxas, whose only paths are temporary, and for a host
-  compile none of whose options lets the object depend on it (below).
-
-What a key leaves out, and why:
-
-* how fast_nvcc's own output is captured (stdout and stderr apart, or one file as on a
-  terminal): a report flag such as ``--summary ... 2>&1`` must not change any key.  The entry
-  says how its output was captured; an entry captured apart replays onto one file unless one
-  step wrote to both streams (their interleaving is lost), and one captured as one file
-  replays apart only when it is empty.  Anything else is a miss, and the step's new entry
-  replaces it;
-* the host compile's object name (``-o a.o`` vs ``-o b.o``) and the working directory, unless
-  one of its options lets them reach the object or make files named after it (``-g``,
-  ``-gsplit-dwarf``, ``--coverage``, ``-fprofile-*``, ``-flto``, ``-save-temps``, gcc's ``-M``
-  flags, ...: ``NAME_REACHES``; measured with gcc 12 in tests/test_cache.py).
-
-Preprocessing always runs: its output is part of the key.  A hit writes the outputs and replays
-the step's stdout and stderr, so warnings come back as they were.  Entries are written to a
-temporary file and renamed, carry a BLAKE2 checksum, and a corrupt or unreadable entry is a miss
-(and is removed), never a wrong object.  An SQLite index keeps sizes, last use and per-tool
-hit/miss counts; past FAST_NVCC_CACHE_SIZE the least recently used entries go.
-
-Keys are :mod:`.cache_keys`'s, the entries and their index :mod:`.cache_store`'s; this module
-holds the cache's command line and the handlers through which the scheduler runs cached steps.
-"""
+"""The cache's handlers: a plain command, and the split host compile's two tasks, answered from
+the step cache where it holds them and stored there where it does not (the package's docstring
+says what a key covers)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -54,6 +14,7 @@ from .store import DEFAULT_SIZE, StepCache
 from ..errors import FastNvccError
 from ..files import read_bytes
 from ..learn.history import cache_directory
+from ..plan.dryrun import Plan
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", re.IGNORECASE)
 
@@ -77,50 +38,6 @@ def parse_size(text: str) -> int:
 def open_cache(env: Mapping[str, str]) -> StepCache:
     size = env.get("FAST_NVCC_CACHE_SIZE")
     return StepCache(cache_directory(env), size_limit=parse_size(size) if size else DEFAULT_SIZE)
-
-
-# -- fast_nvcc cache stats|clear -------------------------------------------------------------
-
-
-def main(argv: Sequence[str]) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="fast_nvcc cache", description="fast_nvcc's per-step compile cache")
-    parser.add_argument("action", choices=("stats", "clear"))
-    parser.add_argument("--json", action="store_true", help="stats as JSON")
-    try:
-        options = parser.parse_args(list(argv))
-        cache = open_cache(os.environ)
-    except CacheError as exc:
-        print(f"fast_nvcc: error: {exc}", file=sys.stderr)
-        return 2
-    if options.action == "clear":
-        cache.clear()
-        print(f"cleared {cache.directory}")
-        return 0
-    stats = cache.stats()
-    cache.close()
-    if options.json:
-        print(json.dumps(stats, indent=2))
-        return 0
-    print(f"cache directory  {stats['directory']}")
-    print(f"entries          {stats['entries']}")
-    print(f"size             {_human(stats['bytes'])} of {_human(stats['limit'])}")
-    if stats["tools"]:
-        print(f"\nsteps run with the step cache\n{'tool':12} {'hits':>8} {'misses':>8} {'hit rate':>9}")
-        for tool, counts in stats["tools"].items():
-            total = counts["hits"] + counts["misses"]
-            rate = f"{100 * counts['hits'] / total:.0f}%" if total else "-"
-            print(f"{tool:12} {counts['hits']:8d} {counts['misses']:8d} {rate:>9}")
-    return 0
-
-
-def _human(size: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{size} B"
-        size /= 1024
-    return f"{size:.1f} GiB"
 
 
 # -- the cached command, as the scheduler runs it ---------------------------------------------
@@ -219,3 +136,19 @@ def host_handlers(cache: StepCache, keys: KeyMaker, *, combined_output: bool):
     host = HostCache(cache, keys, combined_output=combined_output)
     return {Action.HOST_FRONT: Handler(lambda run: run_front(run, host)),
             Action.HOST_BACK: Handler(lambda run: run_back(run, host))}  # fmt: skip
+
+
+def open_handlers(enabled: bool, *, nvcc: str, plan: Plan, env: Mapping[str, str], cwd: str, workdir: str,
+                  combined_output: bool) -> tuple[dict, StepCache | None]:  # fmt: skip
+    """The handlers this invocation adds to the scheduler's own (graph.dag.HANDLED_BY) when the
+    cache is on (--cache or FAST_NVCC_CACHE), and the cache to close after the run."""
+    if not cache_enabled(env, enabled):
+        return {}, None
+    keys = KeyMaker(nvcc=nvcc, plan_env=plan.env, assignments=plan.assignments, caller_env=env,
+                    cwd=cwd, workdir=workdir, paths_by_key=plan.paths_by_key())  # fmt: skip
+    cache = open_cache(env)
+    from ..graph.dag import Action
+
+    handlers = {Action.EXEC: exec_handler(cache, keys, combined_output=combined_output)}
+    handlers.update(host_handlers(cache, keys, combined_output=combined_output))
+    return handlers, cache

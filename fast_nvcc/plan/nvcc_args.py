@@ -257,3 +257,8 @@ def dependency_options(args: Sequence[str]) -> DependencyOptions:
         target=target, output_dir=output_dir, phony_targets=phony, nonsystem=nonsystem
     )
 
+
+
+def input_files(args: Sequence[str]) -> list[str]:
+    """The files nvcc compiles: the words that are neither an option nor an option's value."""
+    return [o.name for o in iter_options(args) if o.value is None and not o.name.startswith("-")]

@@ -19,7 +19,7 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import FastNvccError
@@ -28,6 +28,7 @@ from ..graph.dag import Action, Dag, Task
 from .staging import Staging
 from .stats import TOOLS, StatsLedger
 from ..run.scheduler import Handler, TaskRun
+from ..run.task_records import Record
 
 MIN_VERSION = (0, 9)
 # Debug and line info stay here: cicc then writes the source's path joined to its working
@@ -244,3 +245,26 @@ def open_remote(mode: str | None, *, env: Mapping[str, str], cwd: str, workdir: 
     return RemoteSteps(sccache, read_capacity(sccache, env), env=env, cwd=cwd, workdir=workdir)
 
 
+
+
+def open_for_invocation(option: str | None, *, plan_env: Mapping[str, str], env: Mapping[str, str], cwd: str,
+                        workdir: str, say: Callable[[str], None]) -> RemoteSteps | None:  # fmt: skip
+    """The sccache launcher, when --remote or FAST_NVCC_REMOTE asks for it; a missing or old
+    sccache runs every step here."""
+    mode = remote_mode(option, env)
+    if mode is None:
+        return None
+    try:
+        remote = open_remote(mode, env=plan_env, cwd=cwd, workdir=workdir)
+    except RemoteError as exc:
+        say(f"every step runs here: {exc}")
+        return None
+    say(remote.describe())
+    return remote
+
+
+def conclude(remote: RemoteSteps, records: Sequence[Record]) -> None:
+    """What sccache did with each step it was given, on the step's record."""
+    remote.ledger.conclude()
+    for task_id, outcome in remote.ledger.outcomes.items():
+        records[task_id].remote = outcome

@@ -1,36 +1,26 @@
-"""nvcc's ``--fdevice-time-trace``, run in the graph; and the per-tool traces of every compile.
+"""The device tools' own time traces, read back after the run: merged into the document nvcc
+writes for ``--fdevice-time-trace``, and placed on fast_nvcc's trace and log.
 
-``--fdevice-time-trace`` is not in ``nvcc --dryrun``'s plan.  ``nvcc -v`` shows what nvcc
-really runs (nvcc 13.0; docs/device-trace.md): cicc gets
-``--device-time-trace T --use-trace-pid P --trace-env _NVCC_TRACE_TS_P`` with
-``_NVCC_TRACE_TS_P`` in its environment (the milliseconds since nvcc started, which cicc adds to
-its own clock), and the ptxas that reads cicc's PTX gets
-``--fdevice-time-trace T --use-trace-pid Q --ftrace-phase-after=LibNVVM``: it reads T, places
-its events after cicc's "LibNVVM" span and rewrites T.  One T per architecture.  At the end nvcc
-writes ``{"otherData": ..., "traceEvents": [{}, <one span and three names per step>, <each T>]}``
-to ``F.json`` (``-`` means the ``-o`` file's name plus ``.json``, else ``trace.json``).
-
-fast_nvcc adds the same options to the plan's cicc and ptxas (:func:`add_tool_traces`), with
-``_NVCC_TRACE_TS_P=0`` so that each tool counts from its own start, and moves each tool's
-events to the time the step really started when it merges (:func:`merge_trace`): the steps run
-in parallel, so one clock offset per command, fixed when the plan is made, would be wrong.
+The tools ran with the options :mod:`fast_nvcc.plan.tool_traces` put on the plan, each counting
+from its own start; :func:`merge_trace` moves each tool's events to the time its step really
+started (the steps ran in parallel, so one clock offset per command would be wrong).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
+import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from ..plan.dryrun import Kind, Plan, Step, file_key
+from ..graph.dag import Action, Dag
+from ..plan.dryrun import Kind, Plan, Step
+from ..plan.tool_traces import HostTrace, ToolTrace, ToolTraces
+from ..run.task_records import RunResult
 
-# The first nvcc seen to keep a trace name ending in .json (13.0 does not; 13.1-13.4 unmeasured).
-KEEPS_JSON_SUFFIX = (13, 5)
-_VERSION_DEFINE = re.compile(r"-D__CUDACC_VER_(MAJOR|MINOR)__=(\d+)")
-TRACE_OPTION = "--fdevice-time-trace"  # nvcc_args' canonical name; -fdevice-time-trace too
+
 # What nvcc calls each step in its trace (process_name), by kind; "{cc}" is the host compiler.
 _PHASE_NAMES: Mapping[Kind, str] = {
     Kind.PREPROCESS: "{cc} (preprocessing {n})",
@@ -44,143 +34,6 @@ _PHASE_NAMES: Mapping[Kind, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ToolTrace:
-    """One architecture's trace file: cicc writes it, the ptxas steps add to it."""
-
-    path: str
-    cicc: int  # plan step index
-    ptxas: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class HostTrace:
-    """A clang host compile's own -ftime-trace: clang 14 writes it next to the object."""
-
-    path: str
-    step: int  # plan step index
-
-
-@dataclass(frozen=True, slots=True)
-class ToolTraces:
-    files: tuple[ToolTrace, ...]
-    pids: Mapping[int, int]  # plan step index -> the trace's pid for that step
-    host: tuple[HostTrace, ...] = ()
-
-
-def requested_trace(args: Sequence[str]) -> str | None:
-    """The value of the last --fdevice-time-trace (nvcc takes the last), or None."""
-    from ..plan.nvcc_args import iter_options
-
-    value = None
-    for option in iter_options(args):
-        if option.name == TRACE_OPTION:
-            value = option.value
-    return value
-
-
-def merged_trace_path(value: str, args: Sequence[str], *, version: tuple[int, int] = (13, 0)) -> str:
-    """Where nvcc writes the merged trace, relative to the working directory (measured): nvcc
-    13.0 appends ``.json`` to the name given (``tt.json`` gives ``tt.json.json``), 13.5 only to
-    a name that does not end in ``.json`` (case counts: ``tt.JSON.json``); ``-`` means the
-    ``-o`` file's name plus ``.json`` (always), or ``trace.json`` without ``-o``."""
-    if value != "-":
-        keeps = version >= KEEPS_JSON_SUFFIX and value.endswith(".json")
-        return value if keeps else value + ".json"
-    from ..plan.nvcc_args import iter_options
-
-    output = None
-    for option in iter_options(args):
-        if option.name == "--output-file":
-            output = option.value
-    return (output + ".json") if output else "trace.json"
-
-
-def nvcc_version(plan: Plan) -> tuple[int, int]:
-    """nvcc's version, from the macros its plan defines for the preprocessor."""
-    found: dict[str, int] = {}
-    for step in plan.steps:
-        for word in step.argv:
-            match = _VERSION_DEFINE.fullmatch(word)
-            if match:
-                found[match.group(1)] = int(match.group(2))
-        if len(found) == 2:
-            return found["MAJOR"], found["MINOR"]
-    return (0, 0)
-
-
-def pid_of(step: Step) -> int:
-    """A distinct trace pid per step (nvcc numbers its own; the numbers carry no meaning)."""
-    return step.index + 3
-
-
-def trace_files(argv) -> list[str]:
-    """The trace files a cicc of :func:`add_tool_traces` writes (``--device-time-trace PATH``).
-    A run stopped to be run again may leave one half-written, and the ptxas after the new run
-    then reads what it finds there: "... not in expected format", exit 255 (once in the suite,
-    2026-11-25).  The runner removes them first."""
-    return [argv[i + 1] for i, word in enumerate(argv[:-1]) if word == "--device-time-trace"]
-
-
-def add_tool_traces(plan: Plan, *, directory: str, cwd: str, host: bool = False) -> tuple[Plan, ToolTraces]:
-    """The plan with nvcc's trace options on each cicc and on the ptxas steps that read its
-    PTX, each architecture's trace file in ``directory`` (its own, so the architectures run in
-    parallel), and what the merge needs to know.  ``host``: also clang's -ftime-trace on a
-    clang host compile."""
-    steps = list(plan.steps)
-    env = dict(plan.env)
-    files = []
-    pids = {step.index: pid_of(step) for step in plan.steps}
-    for step in plan.steps:
-        if step.kind is not Kind.CICC:
-            continue
-        ptx = _option_value(step.argv, "-o")
-        if ptx is None:
-            continue
-        path = os.path.join(directory, f"device-trace-{step.index}")
-        key = file_key(path, cwd=cwd)
-        pid = pids[step.index]
-        variable = f"_NVCC_TRACE_TS_{pid}"
-        env[variable] = "0"
-        words = ("--device-time-trace", path, "--use-trace-pid", str(pid), "--trace-env", variable)
-        steps[step.index] = _with_words(step, words, at_end=True, writes={key})
-        readers = []
-        ptx_key = file_key(ptx, cwd=cwd)
-        for other in plan.steps[step.index + 1 :]:
-            if other.kind is Kind.PTXAS and ptx_key in other.reads:
-                words = (TRACE_OPTION, path, "--use-trace-pid", str(pids[other.index]),
-                         "--ftrace-phase-after=LibNVVM")  # fmt: skip
-                steps[other.index] = _with_words(other, words, at_end=False, writes={key}, reads={key})
-                readers.append(other.index)
-        files.append(ToolTrace(path, step.index, tuple(readers)))
-    hosts = []
-    for step in plan.steps if host else ():
-        path = _host_trace_path(step, cwd=cwd)
-        if path is not None:
-            # Granularity 0: every instantiation, so that the counts are exact (clang's default
-            # leaves out spans under 500 us).
-            words = ("-ftime-trace", "-ftime-trace-granularity=0")
-            steps[step.index] = _with_words(steps[step.index], words, at_end=False, writes={file_key(path, cwd=cwd)})
-            hosts.append(HostTrace(path, step.index))
-    # The clang traces sit next to the user's objects: the driver's clean-up removes them.
-    temp_paths = plan.temp_paths | {h.path for h in hosts}
-    return (replace(plan, steps=tuple(steps), env=env, temp_paths=temp_paths),
-            ToolTraces(tuple(files), pids, tuple(hosts)))  # fmt: skip
-
-
-def _host_trace_path(step: Step, *, cwd: str) -> str | None:
-    """Where clang -ftime-trace will write this host compile's trace (clang 14 has no
-    -ftime-trace=PATH: ``-o dir/k.o`` gives ``dir/k.json``), or None: not a clang compile, or a
-    file of that name exists, which the trace would overwrite."""
-    if step.kind is not Kind.HOST_COMPILE or "clang" not in os.path.basename(step.argv[0]):
-        return None
-    output = _option_value(step.argv, "-o")
-    if output is None:
-        return None
-    path = os.path.normpath(os.path.join(cwd, os.path.splitext(output)[0] + ".json"))
-    return None if os.path.lexists(path) else path
-
-
 def read_host_trace(trace: HostTrace, spans: Mapping[int, tuple[int, int]]) -> list[dict[str, Any]]:
     """clang's spans, moved to where the step ran; clang's "Total ..." summaries left out."""
     span = spans.get(trace.step)
@@ -188,27 +41,6 @@ def read_host_trace(trace: HostTrace, spans: Mapping[int, tuple[int, int]]) -> l
         return []
     return [{**e, "ts": e["ts"] + span[0]} for e in read_tool_trace(trace.path)
             if e.get("ph") == "X" and "ts" in e and not str(e.get("name", "")).startswith("Total ")]  # fmt: skip
-
-
-def _option_value(argv: Sequence[str], option: str) -> str | None:
-    for previous, word in zip(argv, argv[1:]):
-        if previous == option:
-            return word
-    return None
-
-
-def _with_words(step: Step, words: Sequence[str], *, at_end: bool, writes, reads=frozenset()) -> Step:
-    import shlex
-
-    quoted = " ".join(shlex.quote(w) for w in words)
-    if at_end:
-        argv = (*step.argv, *words)
-        text = f"{step.text.rstrip()} {quoted}"
-    else:
-        argv = (step.argv[0], *words, *step.argv[1:])
-        first, _, rest = step.text.partition(" ")
-        text = f"{first} {quoted} {rest}"
-    return replace(step, argv=argv, text=text, writes=step.writes | writes, reads=step.reads | reads)
 
 
 def read_tool_trace(path: str) -> list[dict[str, Any]]:
@@ -319,8 +151,6 @@ def write_json(path: str, document: Mapping[str, Any]) -> None:
     write_atomically(path, json.dumps(document, separators=(",", ":")).encode("utf-8"))
 
 
-# -- one tool's trace, summed up for the build log ----------------------------------------------
-
 # cicc's and ptxas's spans that split a compile into front end, optimiser and code generation.
 PHASES = {
     "CUDA C++ Front-End": "front_end",
@@ -332,9 +162,17 @@ PHASES = {
     "OptModule": "optimizer",
     "Backend": "codegen",
 }
+
+
 _TEMPLATE_EVENTS = ("Instantiating Template Function", "Instantiating Template Class")
+
+
 _CLANG_TEMPLATE_EVENTS = ("InstantiateFunction", "InstantiateClass")
+
+
 _HEADER_EVENTS = ("Processing Header File", "Source")
+
+
 _PHASE_OF_FUNCTION = {"NVVM Optimizer": "optimize", "NVVM CodeGen": "codegen", "OptModule": "optimize"}
 
 
@@ -408,3 +246,50 @@ def sidecar_line(record_id: str, plan: Plan, tool_events: Mapping[int, Sequence[
         steps.append({"index": index, "tool": step.tool, "arch": step.arch,
                       **summarize_tool_events(tool_events[index])})  # fmt: skip
     return {"version": 1, "id": record_id, "steps": steps}
+
+
+# -- after a run: the tools' files read and placed ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CollectedTraces:
+    merged: dict  # the document nvcc writes for --fdevice-time-trace
+    tool_events: dict[int, list[dict]]  # plan step index -> its tool's events, run-relative µs
+
+
+def collect_traces(plan: Plan, dag: Dag, result: RunResult, traces: ToolTraces, *, sources: Sequence[str],
+                   owners: Mapping[int, str], cwd: str, started: float) -> CollectedTraces:  # fmt: skip
+    """Read the tools' trace files (before the work directory goes) and place their events."""
+    spans: dict[int, tuple[int, int]] = {}
+    for task, record in zip(dag.tasks, result.records):
+        if task.action is Action.CHECK_MODULE_ID or record.start is None or record.end is None:
+            continue
+        start, end = round(record.start * 1e6), round(record.end * 1e6)
+        known = spans.get(task.step.index)
+        spans[task.step.index] = (min(start, known[0]), max(end, known[1])) if known else (start, end)
+    given = {os.path.join(cwd, s): s for s in sources}
+    by_step = {index: given.get(path, path) for index, path in owners.items()}
+    # nvcc counts from its own start; fast_nvcc's run from the Runner's.
+    offset = round((result.started_at - started) * 1e6)
+    nvcc_spans = {i: (s + offset, e + offset) for i, (s, e) in spans.items()}
+    merged = merge_trace(plan, traces, nvcc_spans, sources=by_step, input_files=list(given.values()))
+    tool_events: dict[int, list[dict]] = {}
+    for trace in traces.files:
+        for event in shift_tool_events(read_tool_trace(trace.path), trace, traces.pids, spans):
+            step = next((i for i in (trace.cicc, *trace.ptxas) if traces.pids[i] == event.get("pid")), None)
+            if step is not None and event.get("ph") == "X":
+                tool_events.setdefault(step, []).append(event)
+    for host in traces.host:
+        tool_events[host.step] = read_host_trace(host, spans)
+    return CollectedTraces(merged, tool_events)
+
+
+def write_merged_trace(collected: CollectedTraces, path: str, cwd: str, returncode: int) -> int:
+    """nvcc's own --fdevice-time-trace file; one that cannot be written fails as nvcc's does."""
+    try:
+        write_json(os.path.join(cwd, path), collected.merged)
+    except OSError:
+        sys.stderr.write(f"nvcc fatal   : Failed to open trace file '{path}'\n")
+        sys.stderr.flush()
+        return returncode or 1
+    return returncode

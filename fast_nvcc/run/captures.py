@@ -63,3 +63,13 @@ class Captures:
 
 def _proc_path(fd: int) -> str:
     return f"/proc/self/fd/{fd}"
+
+
+def same_output() -> bool:
+    """stdout and stderr are one file (a terminal, 2>&1): keep each step's two streams in one
+    capture so their interleaving survives."""
+    try:
+        out, err = os.fstat(1), os.fstat(2)
+    except OSError:
+        return False
+    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)

@@ -43,6 +43,7 @@ from .early_inputs import EarlyInputs
 from .emitter import Emitter
 from ..graph.dag import HANDLED_BY, Action, Dag, Task
 from ..plan.dryrun import Kind, Step
+from ..plan.tool_traces import trace_files
 from .processes import Processes, Spawned, is_nvcc_capture
 from .ready_queue import ReadyQueue
 from ..machine.slots import Slots
@@ -471,8 +472,6 @@ class Runner:
                 self._make_ready(as_task)
 
     def _run_again(self, task: Task, why: str) -> None:
-        from ..report.device_trace import trace_files
-
         for path in trace_files(self.tasks[task.id].step.argv):  # what the stopped run half wrote
             with contextlib.suppress(OSError):
                 os.remove(os.path.join(self.cwd, path))
