@@ -23,7 +23,7 @@ from typing import Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fast_nvcc.machine.memory import Cgroup, read_level, this_process_cgroups
+from fast_nvcc.machine.headroom import Cgroup, read_level, this_process_cgroups
 
 _SERIALS = itertools.count(1)
 

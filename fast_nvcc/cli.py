@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
+from .arguments import positive_int
 
 PROG = "fast_nvcc"
 
@@ -199,13 +200,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 70  # EX_SOFTWARE
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value

@@ -24,7 +24,13 @@ from .passthrough import run_unchanged
 from .plan import exit_codes, split_option
 from .plan.invocation import Invocation, read_invocation
 from .plan.nvcc_args import threads
-from .plan.tool_traces import ToolTraces, add_tool_traces, merged_trace_path, nvcc_version, requested_trace
+from .plan.tool_traces import (
+    ToolTraces,
+    add_tool_traces,
+    merged_trace_path,
+    nvcc_version,
+    requested_trace,
+)
 from .plan.toolchain import find_nvcc
 from .remote.sccache import conclude, open_for_invocation, remote_handler, route_remote
 from .report.device_trace import collect_traces, write_merged_trace
@@ -35,7 +41,12 @@ from .report.writing import ReportOptions, try_report, write_reports
 from .run.captures import same_output
 from .run.internal_steps import PlanInternal
 from .run.leftovers import make_workdir, remove_dead
-from .run.outputs import fresh_outputs, remove_outputs_after_failure, remove_partial_outputs, remove_temp_files
+from .run.outputs import (
+    fresh_outputs,
+    remove_outputs_after_failure,
+    remove_partial_outputs,
+    remove_temp_files,
+)
 from .run.scheduler import Interrupted, Runner
 from .run.signals import Interruptions
 

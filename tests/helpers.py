@@ -138,7 +138,7 @@ def strip_debug(data: bytes, workdir: Path) -> tuple[bytes, list[bytes]]:
 def assert_same(result: Comparison, *, host_debug_info: bool = False, scratch: Path | None = None,
                 depfiles: bool = True) -> None:
     """``depfiles=False``: the caller compares the dependency files itself (ccache rewrites
-    their target on a hit, tests/test_ccache.py)."""
+    their target on a hit, tests/cache/test_ccache.py)."""
     plain, fast = result.plain, result.fast
     assert mask(fast.stderr) == mask(plain.stderr), _diff("stderr", plain.stderr, fast.stderr)
     assert mask(fast.stdout) == mask(plain.stdout), _diff("stdout", plain.stdout, fast.stdout)

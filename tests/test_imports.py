@@ -1,4 +1,4 @@
-"""The package's import graph has no circles.
+"""The package's import graph has no circles, and its folders keep the stages' order.
 
 Built with ast from the source, so it sees every import a reader sees: `import x`, `from . import
 x`, `from .x import y`, at module level or inside a function (an import moved into a function to
@@ -16,6 +16,13 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "fast_nvcc"
+
+# The folders in the order a compile's data meets them (docs/development.md): each imports only
+# those before it.  BASE (under every folder) holds what any stage may use; the modules at the top
+# of the package (cli, driver, passthrough, __main__) string the stages together and are
+# imported by none of them.
+STAGES = ("plan", "graph", "machine", "run", "guess", "learn", "cache", "remote", "report", "analysis")
+BASE = ("", "errors", "files", "arguments")  # "": the package itself (its __version__)
 
 
 def module_name(path: Path, *, root: Path) -> str:
@@ -145,3 +152,49 @@ def test_package_has_no_import_circles():
     graph = build_import_graph(PACKAGE)
     circles = [describe(circle, graph) for circle in find_circles(graph)]
     assert not circles, "import circles: " + " | ".join(circles)
+
+
+def stage_of(module: str) -> str:
+    """``fast_nvcc.run.scheduler`` -> ``run``; ``fast_nvcc.cli`` -> ``cli``; ``fast_nvcc`` -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def imports_up(graph: dict[str, set[str]]) -> list[str]:
+    """The imports that break the order: a folder's of a later folder or of the top, a base
+    module's of anything but the base."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        here = stage_of(module)
+        if here not in STAGES and here not in BASE:
+            continue  # the top imports what it strings together
+        for target in sorted(targets):
+            there = stage_of(target)
+            if there in BASE:
+                continue
+            if here in BASE or there not in STAGES or STAGES.index(there) > STAGES.index(here):
+                found.append(f"{module} -> {target}")
+    return found
+
+
+@pytest.mark.parametrize(
+    "graph, expected",
+    [
+        ({"p.plan.a": {"p.files"}, "p.run.b": {"p.plan.a", "p.run.c"}, "p.driver": {"p.report.d"}}, []),
+        ({"p.plan.a": {"p.run.b"}}, ["p.plan.a -> p.run.b"]),
+        ({"p.analysis.cli": {"p.cli"}}, ["p.analysis.cli -> p.cli"]),
+        ({"p.files": {"p.plan.a"}}, ["p.files -> p.plan.a"]),
+    ],
+)
+def test_imports_up(graph, expected):
+    assert imports_up(graph) == expected
+
+
+def test_every_folder_is_a_stage():
+    folders = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
+    assert folders == set(STAGES)
+
+
+def test_no_folder_imports_a_later_stage():
+    wrong = imports_up(build_import_graph(PACKAGE))
+    assert not wrong, "imports against the stages' order: " + ", ".join(wrong)

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..cli import positive_int
+from ..arguments import positive_int
 from .load import load_build
 from .model import analyze
 from .plot import check_plot_path, write_plot, write_template_plot

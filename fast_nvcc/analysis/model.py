@@ -15,7 +15,6 @@ from .advice import advise
 from .bound import wall_bound
 from .device import sum_device_costs
 from .failed_guesses import sum_failed_guesses
-from .waiting import measure_waiting
 from .records import (
     BOOKKEEPING_TOOLS,
     Analysis,
@@ -29,6 +28,7 @@ from .records import (
     WhatIf,
     WhatIfRule,
 )
+from .waiting import measure_waiting
 
 
 def analyze(

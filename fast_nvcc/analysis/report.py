@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 

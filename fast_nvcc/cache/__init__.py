@@ -28,7 +28,7 @@ What a key leaves out, and why:
 * the host compile's object name (``-o a.o`` vs ``-o b.o``) and the working directory, unless
   one of its options lets them reach the object or make files named after it (``-g``,
   ``-gsplit-dwarf``, ``--coverage``, ``-fprofile-*``, ``-flto``, ``-save-temps``, gcc's ``-M``
-  flags, ...: ``NAME_REACHES``; measured with gcc 12 in tests/test_cache.py).
+  flags, ...: ``NAME_REACHES``; measured with gcc 12 in tests/cache/test_cache.py).
 
 Preprocessing always runs: its output is part of the key.  A hit writes the outputs and replays
 the step's stdout and stderr, so warnings come back as they were.  Entries are written to a

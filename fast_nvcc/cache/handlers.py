@@ -9,12 +9,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from .keys import KeyMaker, Prepared
-from .store import DEFAULT_SIZE, StepCache
 from ..errors import FastNvccError
 from ..files import read_bytes
 from ..learn.history import cache_directory
 from ..plan.dryrun import Plan
+from .keys import KeyMaker, Prepared
+from .store import DEFAULT_SIZE, StepCache
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", re.IGNORECASE)
 

@@ -12,8 +12,8 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from .keys import FORMAT, Prepared, hide_names, restore_names
 from ..files import read_bytes, write_atomically
+from .keys import FORMAT, Prepared, hide_names, restore_names
 
 DEFAULT_SIZE = 5 * 1024**3
 

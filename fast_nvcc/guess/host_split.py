@@ -39,9 +39,9 @@ from dataclasses import dataclass
 
 from ..files import read_bytes, write_atomically
 from ..graph.dag import Action, stub_path
+from ..plan.shellwords import split_words
 from ..run.scheduler import Handler, TaskRun
 from ..run.task_records import StepFailed
-from ..plan.shellwords import split_words
 
 STUB_DIFFERS = "its stub differs from the one it started from"
 _CC1PLUS_FAILED = "cc1plus failed"

@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..run.early_inputs import PID_PLACE, written
 from ..files import read_bytes
 from ..graph.dag import Action, Dag, Task
+from ..run.early_inputs import PID_PLACE, written
 from ..run.scheduler import Handler, TaskRun
 from ..run.task_records import State
 

@@ -17,7 +17,7 @@ free while steps run:
   still falls, under half the mark, the youngest stopped step is killed (SIGKILL) and runs
   again once the oldest has ended.  The kernel would kill the biggest step, most often the
   oldest, with the most work done: 220, 120 and 120 MiB growing in 384 MiB
-  (tests/test_pressure.py) lost the 220 MiB one to the OOM killer without this.
+  (tests/machine/test_pressure.py) lost the 220 MiB one to the OOM killer without this.
 * **Continue.**  The oldest stopped step of the machine goes on (SIGCONT) once twice the
   low-water mark is free again, or when nothing else runs: one a tick, oldest first.
 * **Tell the budget.**  While less than half the limit is free, every ``OBSERVE_EVERY`` the
@@ -40,7 +40,9 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from .memory import MemoryBudget, claim_key, read_headroom, reserve_for
+from .headroom import read_headroom
+from .memory import MemoryBudget, reserve_for
+from .memory_files import claim_key
 from .pool_files import is_live
 
 

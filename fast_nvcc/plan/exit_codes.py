@@ -1,6 +1,6 @@
 """nvcc's exit code when a step of its plan fails, and the wording of its own failures.
 
-Measured with nvcc 13.0 and 13.5 (docs/nvcc-facts.md, tests/test_exit_codes.py): nvcc runs
+Measured with nvcc 13.0 and 13.5 (docs/nvcc-facts.md, tests/plan/test_exit_codes.py): nvcc runs
 its plan in two phases.  A dependency file (-M, -MD and their kin) is made first, one step
 after the other, from the preprocessed files that ``-- Filter Dependencies --`` reads.  The
 rest of the plan runs one step after the other too, unless ``-t N`` (``--threads N``) asks
@@ -12,6 +12,7 @@ alone changes nothing; the last ``-t`` given counts (``-t 2 -t 1`` is sequential
 from __future__ import annotations
 
 import enum
+
 from .dryrun import Kind, Plan, Step
 
 

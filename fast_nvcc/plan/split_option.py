@@ -20,8 +20,8 @@ import fnmatch
 import os
 from collections.abc import Mapping, Sequence
 
-from . import nvcc_args
 from ..errors import FastNvccError
+from . import nvcc_args
 
 # What nvcc compiles for the device: other inputs (objects, .cpp) get no split.
 CUDA_SUFFIXES = (".cu", ".CU")

@@ -26,7 +26,6 @@ from dataclasses import dataclass, replace
 
 from .dryrun import Kind, Plan, Step, file_key
 
-
 # The first nvcc seen to keep a trace name ending in .json (13.0 does not; 13.1-13.4 unmeasured).
 KEEPS_JSON_SUFFIX = (13, 5)
 

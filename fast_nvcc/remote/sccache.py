@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from ..errors import FastNvccError
 from ..files import read_bytes
 from ..graph.dag import Action, Dag, Task
-from .staging import Staging
-from .stats import TOOLS, StatsLedger
 from ..run.scheduler import Handler, TaskRun
 from ..run.task_records import Record
+from .staging import Staging
+from .stats import TOOLS, StatsLedger
 
 MIN_VERSION = (0, 9)
 # Debug and line info stay here: cicc then writes the source's path joined to its working

@@ -20,7 +20,6 @@ from ..plan.dryrun import Kind, Plan, Step
 from ..plan.tool_traces import HostTrace, ToolTrace, ToolTraces
 from ..run.task_records import RunResult
 
-
 # What nvcc calls each step in its trace (process_name), by kind; "{cc}" is the host compiler.
 _PHASE_NAMES: Mapping[Kind, str] = {
     Kind.PREPROCESS: "{cc} (preprocessing {n})",

@@ -16,11 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
-from ..graph.dag import RUNS_TOOL
-
 from ..errors import FastNvccError
 from ..files import replace_atomically, write_atomically
-from ..graph.dag import Action, Dag, critical_path
+from ..graph.dag import RUNS_TOOL, Action, Dag, critical_path
 from ..plan.dryrun import Plan
 from ..run.scheduler import Record, State
 

@@ -14,8 +14,16 @@ from ..plan.invocation import Invocation
 from ..run.task_records import RunResult
 from . import device_trace
 from .observer import StepObserver
-from .writers import (ReportError, append_log, build_report, format_summary, log_record, write_graph, write_table,
-                      write_trace)  # fmt: skip
+from .writers import (
+    ReportError,
+    append_log,
+    build_report,
+    format_summary,
+    log_record,
+    write_graph,
+    write_table,
+    write_trace,
+)
 
 
 @dataclass(frozen=True, slots=True)

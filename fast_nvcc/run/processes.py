@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from ..graph.dag import Action, Task
 from .captures import Captures
 from .core_grants import hold
-from ..graph.dag import Action, Task
 from .process_groups import kill_trees, wait_for_group
 from .task_records import StepFailed
 from .watchdog import Watchdog, die_with_parent

@@ -7,8 +7,8 @@ import heapq
 from collections.abc import Sequence
 
 from ..graph.dag import Dag, Task, priorities
-from ..plan.dryrun import Kind
 from ..machine.slots import Slots
+from ..plan.dryrun import Kind
 from .task_records import Record
 
 

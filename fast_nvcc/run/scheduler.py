@@ -35,18 +35,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from ..graph.dag import HANDLED_BY, Action, Dag, Task
+from ..machine.slots import Slots
+from ..plan.dryrun import Kind, Step
+from ..plan.tool_traces import trace_files
 from .admission import Admission
 from .any_of import AnyOfGroups
 from .captures import Captures
 from .core_grants import Grants, split_threads
 from .early_inputs import EarlyInputs
 from .emitter import Emitter
-from ..graph.dag import HANDLED_BY, Action, Dag, Task
-from ..plan.dryrun import Kind, Step
-from ..plan.tool_traces import trace_files
 from .processes import Processes, Spawned, is_nvcc_capture
 from .ready_queue import ReadyQueue
-from ..machine.slots import Slots
 from .task_records import Record, RunResult, State, StepFailed
 
 if TYPE_CHECKING:

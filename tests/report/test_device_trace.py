@@ -15,7 +15,7 @@ from helpers import assert_same, compare, fast_nvcc_command, mask, run_tool
 from fast_nvcc.plan.tool_traces import merged_trace_path
 from fast_nvcc.report.device_trace import summarize_tool_events
 
-TEMPLATES = Path(__file__).parent / "data" / "templates"
+TEMPLATES = Path(__file__).parent.parent / "data" / "templates"
 TWO_ARCHS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
 # Temp names, and the random part of cicc's own bitcode name (k-d5b9bb..lgenfe.bc).
 _VOLATILE = re.compile(r"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}-\d+|-[0-9a-f]{6}\.\.lgenfe")

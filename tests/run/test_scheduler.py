@@ -11,16 +11,7 @@ from fast_nvcc.graph.dag import Action, Dag, Task, priorities
 from fast_nvcc.plan.dryrun import Kind, Step
 from fast_nvcc.run.scheduler import Handler, Internal, Runner, State
 
-
-def sh_task(task_id: int, script: str, *, index: int | None = None) -> Task:
-    step = Step(
-        index=task_id if index is None else index,
-        text=script,
-        kind=Kind.OTHER,
-        tool="sh",
-        argv=("sh", "-c", script),
-    )
-    return Task(task_id, step, Action.EXEC, argv=step.argv)
+from tasks import overlap, sh_task
 
 
 def run(tasks, preds=None, *, jobs=4, tmp_path, combine=False, workdir=None, handlers=None):
@@ -42,16 +33,6 @@ def run(tasks, preds=None, *, jobs=4, tmp_path, combine=False, workdir=None, han
     )
     result = runner.run()
     return result, out.getvalue(), err.getvalue()
-
-
-def overlap(records) -> int:
-    events = sorted([(r.start, 1) for r in records if r.start is not None] +
-                    [(r.end, -1) for r in records if r.end is not None])  # fmt: skip
-    level = peak = 0
-    for _, delta in events:
-        level += delta
-        peak = max(peak, level)
-    return peak
 
 
 def test_never_more_than_jobs_at_once(tmp_path):
@@ -335,7 +316,7 @@ def test_a_failing_optional_task_fails_nothing(tmp_path):
 def test_a_short_step_takes_no_slot_of_the_pool_a_long_one_waits_for(tmp_path):
     """The pool's one slot is another compile's: a fatbinary (expected 0.1 s) runs at once,
     within -j; a cicc waits until the slot is free again.  Under make's jobserver nothing
-    would run without a token (tests/test_slots.py)."""
+    would run without a token (tests/machine/test_slots.py)."""
     from fast_nvcc.machine.slots import PoolSlots
 
     pool = tmp_path / "pool"

@@ -64,7 +64,7 @@ def ccbin(tmp_path: Path, name: str, script: str) -> Path:
 def start(command: list[str], *, cwd: Path, tmpdir: Path, **popen) -> subprocess.Popen:
     # Only -j bounds the steps: with the machine's pool (2 slots on 2 cores) the host side's
     # pause could wait for both cicc to end.
-    env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(Path(__file__).parent.parent),
+    env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(Path(__file__).parent.parent.parent),
            "FAST_NVCC_POOL": "0"}  # fmt: skip
     quiet = subprocess.DEVNULL
     return subprocess.Popen(command, cwd=cwd, env=env, stdout=quiet, stderr=quiet, **popen)
@@ -204,7 +204,7 @@ def test_next_compile_removes_what_dead_compiles_left(nvcc, heavy, tmp_path):
         live_files = {p.name for p in tmpdir.iterdir()} - dead_files - {"user.txt", "fast_nvcc-user"}
         assert any(n.startswith("fast_nvcc-") for n in live_files), live_files
 
-        env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(Path(__file__).parent.parent)}
+        env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(Path(__file__).parent.parent.parent)}
         done = subprocess.run(fast_nvcc_command(nvcc, ["-c", "kernel.cu", "-Iinclude", "-o", "next.o"]),
                               cwd=heavy, env=env, capture_output=True, check=False)  # fmt: skip
         assert done.returncode == 0, done.stderr

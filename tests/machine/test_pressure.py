@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from fast_nvcc.machine.memory import MIB, MemoryBudget
+from fast_nvcc.machine.headroom import MIB
+from fast_nvcc.machine.memory import MemoryBudget
 from fast_nvcc.machine.pressure import Claimed, decide, low_water
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 GIB = 1024 * MIB
 LIMIT = 32 * GIB
 LOW = low_water(LIMIT)

@@ -75,7 +75,7 @@ def test_pool_slots_are_exclusive_and_die_with_their_holder(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; sys.path.insert(0, %r); from fast_nvcc.machine.slots import PoolSlots;"
          " p = PoolSlots(%r, 2); p.try_acquire(); p.try_acquire(); print('held', flush=True); time.sleep(60)"
-         % (str(Path(__file__).parent.parent), str(tmp_path))],
+         % (str(Path(__file__).parent.parent.parent), str(tmp_path))],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert holder.stdout.readline().strip() == "held"
@@ -114,7 +114,7 @@ pool.close()
 
 
 def start_waiter(tmp_path, name, priority, *, extra=0, hold=0.3, size=2):
-    script = WAITER.format(root=str(Path(__file__).parent.parent), pool=str(tmp_path / "pool"), size=size,
+    script = WAITER.format(root=str(Path(__file__).parent.parent.parent), pool=str(tmp_path / "pool"), size=size,
                            order=str(tmp_path / "order"))  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-c", script, name, str(priority), str(extra), str(hold)],
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
@@ -384,7 +384,7 @@ def run_compiles(tmp_path, compiles, *, size, stagger=0.0, full=False, together=
     ``full``: the build tool above runs all the jobs its -j allows (else no tool is found);
     ``together``: the compiles begin at one moment, once every process has started."""
     tmp_path.mkdir(exist_ok=True)
-    script = COMPILE.format(root=str(Path(__file__).parent.parent), pool=str(tmp_path / "pool"), size=size,
+    script = COMPILE.format(root=str(Path(__file__).parent.parent.parent), pool=str(tmp_path / "pool"), size=size,
                             cwd=str(tmp_path), full=full)  # fmt: skip
     go = tmp_path / "go"
     procs = []
@@ -476,7 +476,7 @@ def test_while_the_build_tool_is_full_the_compiles_nearest_their_end_run_extra_s
     """ninja at its -j starts no compile until one ends: then the DRAIN_COMPILES compiles with
     the least work left may run up to drain_extras steps over a full pool between them, and no
     other compile may; a compile that arrives meanwhile still runs its first step at once.  (Whether
-    ninja or make is full is tests/test_buildtool.py's; here the pool is told.)"""
+    ninja or make is full is tests/machine/test_buildtool.py's; here the pool is told.)"""
     full = [True]
     pool = str(tmp_path / "pool")
     monkeypatch.setattr(PoolSlots, "NEAREST_RECHECK", 0.0)  # look at every ask, not every 0.1 s
@@ -506,7 +506,7 @@ def test_while_the_build_tool_is_full_the_compiles_nearest_their_end_run_extra_s
     dying = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; sys.path.insert(0, %r); from fast_nvcc.machine.slots import PoolSlots;"
          " p = PoolSlots(%r, 2); p.left(0.1); print('posted', flush=True); time.sleep(60)"
-         % (str(Path(__file__).parent.parent), pool)],
+         % (str(Path(__file__).parent.parent.parent), pool)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert dying.stdout.readline().strip() == "posted"
@@ -602,7 +602,7 @@ time.sleep(60)
 
 def start_peer(pool: Path, scale: float) -> subprocess.Popen:
     """A compile elsewhere on the machine whose long steps ran ``scale`` times their estimates."""
-    script = PEER.format(root=str(Path(__file__).parent.parent), pool=str(pool))
+    script = PEER.format(root=str(Path(__file__).parent.parent.parent), pool=str(pool))
     proc = subprocess.Popen([sys.executable, "-c", script, str(scale)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "told"
     return proc

@@ -32,7 +32,7 @@ from helpers import Comparison, assert_same, mask, remove_files, run_tool
 from sccache_servers import free_port
 
 CCACHE = shutil.which("ccache")
-EXAMPLE = Path(__file__).parent.parent / "examples" / "cmake"
+EXAMPLE = Path(__file__).parent.parent.parent / "examples" / "cmake"
 I = "-Iinclude"
 
 pytestmark = [

@@ -35,8 +35,8 @@ from fast_nvcc.analysis import (
     wall_bound,
 )
 
-DATA = Path(__file__).parent / "data" / "ninja_logs"
-EXAMPLE = Path(__file__).parent.parent / "examples" / "cmake"
+DATA = Path(__file__).parent.parent / "data" / "ninja_logs"
+EXAMPLE = Path(__file__).parent.parent.parent / "examples" / "cmake"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from fast_nvcc.machine.buildtool import Saturation, find_build_tool, job_limit
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parent.parent.parent
 
 PROBE = """
 import json, os, sys, time

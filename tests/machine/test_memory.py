@@ -14,29 +14,18 @@ from pathlib import Path
 
 import pytest
 from helpers import SOURCES, mask
-from test_scheduler import overlap, sh_task
+from tasks import overlap, sh_task
 
 from fast_nvcc.graph.dag import Dag
-from fast_nvcc.machine.memory import (
-    MIB,
-    Cgroup,
-    Headroom,
-    Level,
-    MemoryBudget,
-    PeerPeaks,
-    find_cgroups,
-    fits,
-    measure_headroom,
-    read_level,
-    read_machine,
-    reserve_for,
-)
+from fast_nvcc.machine.headroom import MIB, Cgroup, Headroom, Level, find_cgroups, measure_headroom, read_level, read_machine
+from fast_nvcc.machine.memory import MemoryBudget, fits, reserve_for
+from fast_nvcc.machine.memory_files import PeerPeaks
 from fast_nvcc.report.writers import build_report, format_summary, log_record, trace_events
 from fast_nvcc.run.scheduler import Internal, Runner
 
 
 GIB = 1 << 30
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 V1_MOUNTS = (
     "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
@@ -229,7 +218,8 @@ NVCC = shutil.which("nvcc")
 def test_limit_and_usage_are_read_from_the_real_cgroup(memory_cgroup, tmp_path):
     group = memory_cgroup(700 * MIB)
     probe = (
-        "import json; from fast_nvcc.machine.memory import *; c = this_process_cgroups(); h = read_headroom(c);"
+        "import json; from fast_nvcc.machine.headroom import *; from fast_nvcc.machine.memory_files import budget_directory;"
+        " c = this_process_cgroups(); h = read_headroom(c);"
         "b = bytearray(b'x') * (200 << 20);"  # 200 MiB of our own, to see in the usage
         "h2 = read_headroom(c); print(json.dumps([c[0].path, h.limit, h.free, h.where, h2.free,"
         f" budget_directory({str(tmp_path)!r}, c)]))"

@@ -1,0 +1,28 @@
+"""Graphs of shell tasks, for the tests of the scheduler and of what it runs on."""
+
+from __future__ import annotations
+
+from fast_nvcc.graph.dag import Action, Task
+from fast_nvcc.plan.dryrun import Kind, Step
+
+
+def sh_task(task_id: int, script: str, *, index: int | None = None) -> Task:
+    step = Step(
+        index=task_id if index is None else index,
+        text=script,
+        kind=Kind.OTHER,
+        tool="sh",
+        argv=("sh", "-c", script),
+    )
+    return Task(task_id, step, Action.EXEC, argv=step.argv)
+
+
+
+def overlap(records) -> int:
+    events = sorted([(r.start, 1) for r in records if r.start is not None] +
+                    [(r.end, -1) for r in records if r.end is not None])  # fmt: skip
+    level = peak = 0
+    for _, delta in events:
+        level += delta
+        peak = max(peak, level)
+    return peak
