@@ -19,10 +19,10 @@ peak fits in what the machine and this process's memory cgroup have left (docs/m
   any waits, no later compile starts a step, so a big step is not starved by small ones.  When
   no step of any compile holds a claim, the earliest waiter starts whatever its size: one step
   at a time is how plain nvcc runs, and a budget must not do worse.
-* **Peaks** come from the driver (history's ``rss_kb`` per source, tool and arch); a step with
-  no learned peak takes the last peak a peer posted for its tool and architecture
-  (``memory/peak-<tool>~<arch>~<bytes>``, written as steps end), else, until a step of its
-  kind has ended, ``GUESS_MARGIN`` times the per-tool default.
+* **Peaks** come from the history (``rss_kb`` per source, tool and arch:
+  fast_nvcc.learn.learned); a step with no learned peak takes the last peak a peer posted for
+  its tool and architecture (``memory/peak-<tool>~<arch>~<bytes>``, written as steps end),
+  else, until a step of its kind has ended, ``GUESS_MARGIN`` times the per-tool default.
 * **Corrected live** (:meth:`MemoryBudget.observe`, from :mod:`.pressure`'s thread while memory
   is tight): a running step that holds more than its kind's posted peak posts what it holds,
   and every claim is raised to what its step holds and, for a step on a guess, to its kind's

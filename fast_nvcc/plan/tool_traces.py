@@ -154,7 +154,7 @@ def add_tool_traces(plan: Plan, *, directory: str, cwd: str, host: bool = False)
             words = ("-ftime-trace", "-ftime-trace-granularity=0")
             steps[step.index] = _with_words(steps[step.index], words, at_end=False, writes={file_key(path, cwd=cwd)})
             hosts.append(HostTrace(path, step.index))
-    # The clang traces sit next to the user's objects: the driver's clean-up removes them.
+    # The clang traces sit next to the user's objects: the run's clean-up removes them (run/outputs.py).
     temp_paths = plan.temp_paths | {h.path for h in hosts}
     return (replace(plan, steps=tuple(steps), env=env, temp_paths=temp_paths),
             ToolTraces(tuple(files), pids, tuple(hosts)))  # fmt: skip

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 
 class Internal:
-    """nvcc's in-process steps (its dependency filter and rm), given by the driver."""
+    """nvcc's in-process steps (its dependency filter and rm): fast_nvcc.run.internal_steps."""
 
     def depfile(self, step: Step) -> bytes | None:  # pragma: no cover - interface
         """Write the dependency file of ``step``; return text meant for stdout, if any."""
