@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 
 from .cache.handlers import open_handlers
 from .graph.choose import choose_dag, mark_before_threads
-from .graph.dag import Action, Dag, priorities
+from .graph.paths import priorities
+from .graph.tasks import Action, Dag
 from .learn.history import cache_directory
 from .learn.learned import Learned
 from .machine.slots import slots_from_environment
@@ -36,7 +37,8 @@ from .remote.sccache import conclude, open_for_invocation, remote_handler, route
 from .report.device_trace import collect_traces, write_merged_trace
 from .report.observer import StepObserver
 from .report.verbose import say_remote, say_task_notes
-from .report.writers import check_graph_path, write_plan_listing
+from .report.graph_file import check_graph_path
+from .report.plan_listing import write_plan_listing
 from .report.writing import ReportOptions, try_report, write_reports
 from .run.captures import same_output
 from .run.internal_steps import PlanInternal

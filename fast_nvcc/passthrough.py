@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from .plan.invocation import Invocation
-from .report.writers import append_log, log_record
+from .report.log import append_log, log_record
 from .report.writing import try_report
 
 

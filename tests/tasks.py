@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fast_nvcc.graph.dag import Action, Task
+from fast_nvcc.graph.tasks import Action, Task
 from fast_nvcc.plan.dryrun import Kind, Step
 
 

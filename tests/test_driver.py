@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from fast_nvcc.driver import Config, jobs_for, usable_cpus
-from fast_nvcc.graph.dag import Action
+from fast_nvcc.graph.tasks import Action
 from fast_nvcc.plan.dryrun import Plan
 from fast_nvcc.plan.toolchain import ToolchainError, find_nvcc
 

@@ -11,7 +11,7 @@ from .output import write_atomically, write_text
 from .records import BOOKKEEPING_TOOLS, Build, Job, Step
 
 if TYPE_CHECKING:
-    from ..report.writers import TraceEvent
+    from ..report.trace import TraceEvent
 
 
 def assign_slots(jobs: Sequence[Job]) -> list[int]:

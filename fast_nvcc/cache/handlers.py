@@ -129,7 +129,7 @@ class HostCache:
 
 def host_handlers(cache: StepCache, keys: KeyMaker, *, combined_output: bool):
     """The split host compile's two tasks, with the step cache (see HostCache)."""
-    from ..graph.dag import Action
+    from ..graph.tasks import Action
     from ..guess.host_split import run_back, run_front
     from ..run.scheduler import Handler
 
@@ -140,14 +140,14 @@ def host_handlers(cache: StepCache, keys: KeyMaker, *, combined_output: bool):
 
 def open_handlers(enabled: bool, *, nvcc: str, plan: Plan, env: Mapping[str, str], cwd: str, workdir: str,
                   combined_output: bool) -> tuple[dict, StepCache | None]:  # fmt: skip
-    """The handlers this invocation adds to the scheduler's own (graph.dag.HANDLED_BY) when the
+    """The handlers this invocation adds to the scheduler's own (graph.tasks.HANDLED_BY) when the
     cache is on (--cache or FAST_NVCC_CACHE), and the cache to close after the run."""
     if not cache_enabled(env, enabled):
         return {}, None
     keys = KeyMaker(nvcc=nvcc, plan_env=plan.env, assignments=plan.assignments, caller_env=env,
                     cwd=cwd, workdir=workdir, paths_by_key=plan.paths_by_key())  # fmt: skip
     cache = open_cache(env)
-    from ..graph.dag import Action
+    from ..graph.tasks import Action
 
     handlers = {Action.EXEC: exec_handler(cache, keys, combined_output=combined_output)}
     handlers.update(host_handlers(cache, keys, combined_output=combined_output))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..files import read_bytes
 
 if TYPE_CHECKING:
-    from ..graph.dag import Task
+    from ..graph.tasks import Task
 
 FORMAT = b"fast_nvcc step cache 1\n"
 # By plan.Kind value (the plan module is imported only where keys are made).
@@ -92,7 +92,7 @@ class KeyMaker:
         """The key of ``task``; for a split host compile's front, of the ``assembly`` cc1plus
         writes from the placeholder .fatbin.c (hostsplit.py), which stands where the real one
         will be and is hashed as it."""
-        from ..graph.dag import Action
+        from ..graph.tasks import Action
         from ..plan.dryrun import Kind, output_paths, temp_mentions
 
         policy = CACHEABLE.get(task.step.kind.value)
@@ -163,7 +163,7 @@ class KeyMaker:
 
 def _private_stub(task: Task) -> tuple[str, str] | None:
     """(the stub path this cicc writes, the one nvcc's plan names) where the two differ."""
-    from ..graph.dag import stub_path
+    from ..graph.host_compile import stub_path
     from ..plan.dryrun import Kind
 
     if task.step.kind is not Kind.CICC:

@@ -8,7 +8,8 @@ from dataclasses import replace
 from typing import Protocol
 
 from ..plan.dryrun import Plan, Step
-from .dag import Dag, build_dag, sequential_dag
+from .build import build_dag, sequential_dag
+from .tasks import Dag
 
 
 class Guesses(Protocol):

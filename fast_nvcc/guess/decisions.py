@@ -4,13 +4,13 @@ Two guesses let a compile's steps start before nvcc's plan allows them, and each
 before anything downstream sees its result:
 
 * ``module_id``: a cicc makes its own module_id rather than wait for cudafe++'s
-  (:func:`fast_nvcc.graph.dag.check_module_ids`).  The guess saves cudafe++'s time (less the
+  (:func:`fast_nvcc.graph.module_ids.check_module_ids`).  The guess saves cudafe++'s time (less the
   cicc's own preprocessing); when it fails the cicc is stopped as soon as the ids tell
   (:mod:`fast_nvcc.guess.module_id`), which costs the cores it used until then: at most until
   cudafe++ or cicc's front end wrote its id, whichever is later.
 * ``host_split``: the host compile runs on a placeholder ``.fatbin.c``
   (:mod:`fast_nvcc.guess.host_split`); ``early_stub``: and on another cicc's stub
-  (:func:`fast_nvcc.graph.dag.early_stubs`).  A failure throws the cc1plus away and compiles
+  (:func:`fast_nvcc.graph.host_compile.early_stubs`).  A failure throws the cc1plus away and compiles
   again at the end.
 
 A guess is taken when its expected saving beats its expected loss (:func:`worth_guessing`).

@@ -15,7 +15,7 @@ gcc driver itself splits it (``gcc -###``: cc1plus, then as):
    the driver would have run it.
 
 With more than one architecture the front also starts before the last cicc
-(:func:`fast_nvcc.graph.dag.early_stubs`): it compiles the stub of whichever cicc ended first,
+(:func:`fast_nvcc.graph.host_compile.early_stubs`): it compiles the stub of whichever cicc ended first,
 named as the last one's, and the back puts the last cicc's real stub in place and compares.
 
 Anything unexpected (no template yet, a template that does not match, a driver whose ``-###``
@@ -38,7 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..files import read_bytes, write_atomically
-from ..graph.dag import Action, stub_path
+from ..graph.host_compile import stub_path
+from ..graph.tasks import Action
 from ..plan.shellwords import split_words
 from ..run.scheduler import Handler, TaskRun
 from ..run.task_records import StepFailed

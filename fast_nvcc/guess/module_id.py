@@ -1,6 +1,6 @@
 """The module_id check, and the early verdict on a cicc that guessed its module_id.
 
-:func:`fast_nvcc.graph.dag.check_module_ids` follows each cicc with a check task, which compares
+:func:`fast_nvcc.graph.module_ids.check_module_ids` follows each cicc with a check task, which compares
 the module_id the cicc ran with (a private copy) with the one nvcc's plan makes (cudafe++'s, or
 the first cicc's on older nvcc) and, when they differ, reruns the cicc exactly as nvcc printed
 it before anything downstream runs.
@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..files import read_bytes
-from ..graph.dag import Action, Dag, Task
+from ..graph.tasks import Action, Dag, Task
 from ..run.early_inputs import PID_PLACE, written
 from ..run.scheduler import Handler, TaskRun
 from ..run.task_records import State

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..graph.dag import Action, Dag, Task
+from ..graph.tasks import Action, Dag, Task
 from ..guess import decisions as guesses
 from ..guess.host_split import STUB_DIFFERS
 from ..guess.module_id import PID, id_template, read_id
@@ -60,7 +60,7 @@ class Learned:
 
     def guess_module_id(self, step: Step) -> bool | str:
         """Make its own module_id (True), wait for cudafe++'s (False), or run on one predicted
-        from the last compile (its template: fast_nvcc.graph.dag.check_module_ids)."""
+        from the last compile (its template: fast_nvcc.graph.module_ids.check_module_ids)."""
         source = self.owners.get(step.index, "")
         predicted = self.memory.predicted_module_id(source, step.arch or "", cwd=os.getcwd())
         if predicted is not None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..errors import FastNvccError
 from ..files import read_bytes
-from ..graph.dag import Action, Dag, Task
+from ..graph.tasks import Action, Dag, Task
 from ..run.scheduler import Handler, TaskRun
 from ..run.task_records import Record
 from .staging import Staging

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..files import read_bytes, write_atomically
-from ..graph.dag import Task
+from ..graph.tasks import Task
 from ..plan.dryrun import TEMP_TAG, Kind, output_paths, temp_mentions
 
 CANONICAL_TAG = "tmpxft_00000000_00000000"

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..graph.dag import Task
+from ..graph.tasks import Task
 from ..plan.dryrun import Kind
 
 TOOLS = {Kind.CICC: "PTX", Kind.PTXAS: "CUBIN"}  # sccache's language names in its statistics

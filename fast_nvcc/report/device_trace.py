@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..graph.dag import Action, Dag
+from ..graph.tasks import Action, Dag
 from ..plan.dryrun import Kind, Plan, Step
 from ..plan.tool_traces import HostTrace, ToolTrace, ToolTraces
 from ..run.task_records import RunResult

@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 
-from ..graph.dag import Task
+from ..graph.tasks import Task
 from ..plan.dryrun import Plan
 from ..run.task_records import Record, State
 

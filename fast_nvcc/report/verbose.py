@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..graph.dag import Action, Dag
+from ..graph.tasks import Action, Dag
 from ..remote.sccache import RemoteSteps
 from ..run.task_records import Record, State
 

@@ -9,21 +9,17 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..graph.dag import Dag
+from ..graph.tasks import Dag
 from ..plan.invocation import Invocation
 from ..run.task_records import RunResult
 from . import device_trace
 from .observer import StepObserver
-from .writers import (
-    ReportError,
-    append_log,
-    build_report,
-    format_summary,
-    log_record,
-    write_graph,
-    write_table,
-    write_trace,
-)
+from .graph_file import write_graph
+from .log import append_log, log_record
+from .run_report import ReportError, build_report
+from .summary import format_summary
+from .table import write_table
+from .trace import write_trace
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..graph.dag import Action, Task
+from ..graph.tasks import Action, Task
 from ..machine.slots import Slots
 
 if TYPE_CHECKING:

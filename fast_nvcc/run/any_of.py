@@ -2,7 +2,7 @@
 may start from the stub of whichever cicc of its compile is done first) has its one.
 
 A group served is served for good: later members' ends mean nothing to it.  A stub probe in
-the group (an optional task, :func:`fast_nvcc.graph.dag.early_stubs`) writes the one stub that is
+the group (an optional task, :func:`fast_nvcc.graph.host_compile.early_stubs`) writes the one stub that is
 sure to hold, so while it runs the group waits for it rather than take another member's stub;
 if the probe then ends without helping, a member already done serves the group.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..graph.dag import Task
+from ..graph.tasks import Task
 
 
 class AnyOfGroups:

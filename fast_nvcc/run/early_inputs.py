@@ -1,13 +1,13 @@
 """Tasks that need one file of a running predecessor: they start once it is written.
 
 A cicc as nvcc prints it needs only the module_id of cudafe++'s outputs (or, on nvcc before
-12.8, of the first cicc's).  Such a task (:attr:`fast_nvcc.graph.dag.Task.early`) is released as
+12.8, of the first cicc's).  Such a task (:attr:`fast_nvcc.graph.tasks.Task.early`) is released as
 soon as its writer has written the file and closed it, and a copy of what it was released on is
 kept for its module_id check, which compares it with the final file: a writer that wrote the
 file again would be caught there.  (cudafe++ of nvcc 13.0 writes the module_id in its last
 40-60 ms, so there the release comes with its end; a cicc whose guess failed waits here.)
 
-A cicc with a predicted module_id (:attr:`fast_nvcc.graph.dag.Task.predicted_module_id`) is released
+A cicc with a predicted module_id (:attr:`fast_nvcc.graph.tasks.Task.predicted_module_id`) is released
 as soon as its writer has started: the id it runs on is the prediction with the writer's pid,
 written where the task reads it.
 """
@@ -18,7 +18,7 @@ import os
 import shutil
 from collections.abc import Iterator, Mapping
 
-from ..graph.dag import Dag, Task, waits_early
+from ..graph.tasks import Dag, Task, waits_early
 
 PID_PLACE = "{pid}"  # where a predicted module_id takes its writer's process id
 

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import BinaryIO
 
-from ..graph.dag import Task
+from ..graph.tasks import Task
 from .task_records import Record, State
 
 

@@ -9,7 +9,7 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 
-from ..graph.dag import Dag
+from ..graph.tasks import Dag
 from ..plan.dryrun import Plan
 from .task_records import Record, RunResult, State
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ..graph.dag import Action, Task
+from ..graph.tasks import Action, Task
 from .captures import Captures
 from .core_grants import hold
 from .process_groups import kill_trees, wait_for_group

@@ -6,7 +6,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from ..graph.dag import Dag, Task, priorities
+from ..graph.paths import priorities
+from ..graph.tasks import Dag, Task
 from ..machine.slots import Slots
 from ..plan.dryrun import Kind
 from .task_records import Record

@@ -1,4 +1,4 @@
-"""Runs a :class:`~fast_nvcc.graph.dag.Dag` under a bound: every subprocess of fast_nvcc starts here.
+"""Runs a :class:`~fast_nvcc.graph.tasks.Dag` under a bound: every subprocess of fast_nvcc starts here.
 
 The scheduler knows how to run a graph of tasks, not what the tasks are for:
 
@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ..graph.dag import HANDLED_BY, Action, Dag, Task
+from ..graph.tasks import Action, Dag, HANDLED_BY, Task
 from ..machine.slots import Slots
 from ..plan.dryrun import Kind, Step
 from ..plan.tool_traces import trace_files

@@ -1,15 +1,8 @@
 import pytest
 
-from fast_nvcc.graph.dag import (
-    Action,
-    Dag,
-    build_dag,
-    critical_path,
-    priorities,
-    sequential_dag,
-    to_networkx,
-    topological_order,
-)
+from fast_nvcc.graph.build import build_dag, sequential_dag
+from fast_nvcc.graph.paths import critical_path, priorities, to_networkx, topological_order
+from fast_nvcc.graph.tasks import Action, Dag
 from fast_nvcc.plan.dryrun import Kind
 
 from plans import load_plan, names
@@ -286,7 +279,7 @@ def test_split_host_compile_starts_before_fatbinary():
 
 @pytest.mark.parametrize("flag", ["-g", "-ggdb3", "-flto", "-save-temps", "-pipe", "-fdump-tree-all"])
 def test_no_split_where_more_than_the_data_may_differ(flag):
-    from fast_nvcc.graph.dag import can_split
+    from fast_nvcc.graph.host_compile import can_split
 
     argv = ["gcc", "-c", "-x", "c++", flag, "a.cudafe1.cpp", "-o", "a.o"]
     assert not can_split(argv)

@@ -278,7 +278,8 @@ def test_a_module_id_with_a_pid_is_predicted_from_the_last_compile_unless_a_pred
 
 
 def test_a_predicting_cicc_reads_a_private_id_and_waits_only_for_cudafe_to_start():
-    from fast_nvcc.graph.dag import Action, build_dag, waits_early
+    from fast_nvcc.graph.build import build_dag
+    from fast_nvcc.graph.tasks import Action, waits_early
     from fast_nvcc.plan.dryrun import Kind
     from plans import load_plan
 
@@ -294,9 +295,10 @@ def test_a_predicting_cicc_reads_a_private_id_and_waits_only_for_cudafe_to_start
 
 
 def test_a_critical_path_counts_cudafe_where_the_cicc_waited_for_it_and_not_where_it_did_not():
-    from fast_nvcc.graph.dag import Action, build_dag
+    from fast_nvcc.graph.build import build_dag
+    from fast_nvcc.graph.tasks import Action
     from fast_nvcc.plan.dryrun import Kind
-    from fast_nvcc.report.writers import as_run
+    from fast_nvcc.report.run_report import as_run
     from fast_nvcc.run.task_records import Record
     from plans import load_plan
 
@@ -339,7 +341,8 @@ class _Runner:
 
 
 def _verdict_case(tmp_path):
-    from fast_nvcc.graph.dag import Action, build_dag
+    from fast_nvcc.graph.build import build_dag
+    from fast_nvcc.graph.tasks import Action
     from fast_nvcc.guess.module_id import EarlyVerdicts
     from fast_nvcc.plan.dryrun import Kind
     from plans import load_plan

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from fast_nvcc.learn.learned import measurements, source_of_steps, task_cost
-from fast_nvcc.graph.dag import Action
+from fast_nvcc.graph.tasks import Action
 from fast_nvcc.learn.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, arch_weight, estimate, history_path
 from fast_nvcc.plan.dryrun import Kind
 from fast_nvcc.run.scheduler import Record, State
@@ -163,7 +163,7 @@ def test_a_first_build_runs_the_host_chain_before_a_plain_architectures_cicc():
     for last runs on one core while the other idles.  The early stub's front needs one cicc,
     so no cicc counts it in its own path; an architecture-specific cicc (sm_90a) still ranks
     first."""
-    from fast_nvcc.graph.dag import priorities
+    from fast_nvcc.graph.paths import priorities
 
     plan = load_plan("compile_3arch")
     dag = dag_for(plan)

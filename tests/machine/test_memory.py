@@ -16,11 +16,14 @@ import pytest
 from helpers import SOURCES, mask
 from tasks import overlap, sh_task
 
-from fast_nvcc.graph.dag import Dag
+from fast_nvcc.graph.tasks import Dag
 from fast_nvcc.machine.headroom import MIB, Cgroup, Headroom, Level, find_cgroups, measure_headroom, read_level, read_machine
 from fast_nvcc.machine.memory import MemoryBudget, fits, reserve_for
 from fast_nvcc.machine.memory_files import PeerPeaks
-from fast_nvcc.report.writers import build_report, format_summary, log_record, trace_events
+from fast_nvcc.report.log import log_record
+from fast_nvcc.report.run_report import build_report
+from fast_nvcc.report.summary import format_summary
+from fast_nvcc.report.trace import trace_events
 from fast_nvcc.run.scheduler import Internal, Runner
 
 

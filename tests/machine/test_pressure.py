@@ -105,10 +105,12 @@ GROW = ("import sys, time\nb = []\nfor _ in range(int(sys.argv[1]) // 2):\n"
         "time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0.2)\n")
 RUNNER = """
 import io, json, os, sys
-from fast_nvcc.graph.dag import Action, Dag, Task
+from fast_nvcc.graph.tasks import Action, Dag, Task
 from fast_nvcc.machine.memory import MemoryBudget
 from fast_nvcc.plan.dryrun import Kind, Step
-from fast_nvcc.report.writers import build_report, format_summary, log_record
+from fast_nvcc.report.log import log_record
+from fast_nvcc.report.run_report import build_report
+from fast_nvcc.report.summary import format_summary
 from fast_nvcc.run.scheduler import Internal, Runner
 
 # Each step: [argv, the steps it needs, whether its 1 MiB peak is learned (else a guess)].

@@ -355,7 +355,8 @@ def test_machine_pool_bounds_concurrent_processes(nvcc, sources, tmp_path):
 COMPILE = """
 import json, os, sys, time
 sys.path.insert(0, {root!r})
-from fast_nvcc.graph.dag import Action, Dag, Task, priorities
+from fast_nvcc.graph.paths import priorities
+from fast_nvcc.graph.tasks import Action, Dag, Task
 from fast_nvcc.plan.dryrun import Kind, Step
 from fast_nvcc.run.scheduler import Internal, Runner
 from fast_nvcc.machine.slots import PoolSlots
@@ -547,7 +548,8 @@ def test_a_compile_whose_step_overruns_its_estimate_asks_with_a_higher_rank(tmp_
     """A step running far past its estimate (a first build's per-tool guess for a heavy
     source) raises the rank its compile's waiting steps ask the pool with, and the work it
     tells the pool it has left, by the same factor."""
-    from fast_nvcc.graph.dag import Action, Dag, Task, priorities
+    from fast_nvcc.graph.paths import priorities
+    from fast_nvcc.graph.tasks import Action, Dag, Task
     from fast_nvcc.plan.dryrun import Kind, Step
     from fast_nvcc.run.ready_queue import ReadyQueue
     from fast_nvcc.run.scheduler import Internal, Runner
@@ -630,7 +632,8 @@ def test_a_compile_that_has_shown_nothing_asks_with_its_peers_scale(tmp_path, mo
     median of how far its peers' long steps ran over (a first build: every estimate a guess);
     once one has started, by its own.  Made-up costs on one slot: a 0.6 s step guessed at 3 s
     runs, and a step guessed at 1 s waits behind it."""
-    from fast_nvcc.graph.dag import Action, Dag, Task, priorities
+    from fast_nvcc.graph.paths import priorities
+    from fast_nvcc.graph.tasks import Action, Dag, Task
     from fast_nvcc.plan.dryrun import Kind, Step
     from fast_nvcc.run.ready_queue import ReadyQueue
     from fast_nvcc.run.scheduler import Internal, Runner
@@ -670,7 +673,8 @@ def test_a_compile_that_has_shown_nothing_asks_with_its_peers_scale(tmp_path, mo
 def test_the_log_says_which_steps_ran_over_the_pool_and_why(tmp_path):
     """FAST_NVCC_LOG's over_pool, from a real Runner on a real pool: a step started by rule 3
     (drain) and one started by rule 1 (a first step while another compile drains)."""
-    from fast_nvcc.graph.dag import Action, Dag, Task, priorities
+    from fast_nvcc.graph.paths import priorities
+    from fast_nvcc.graph.tasks import Action, Dag, Task
     from fast_nvcc.plan.dryrun import Kind, Step
     from fast_nvcc.run.scheduler import Internal, Runner
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from fast_nvcc.plan import exit_codes
-from fast_nvcc.graph.dag import build_dag
+from fast_nvcc.graph.build import build_dag
 from helpers import Comparison, assert_same, cases, compare, remove_files, run_tool
 from plans import load_plan
 

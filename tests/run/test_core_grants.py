@@ -18,7 +18,7 @@ import pytest
 from fast_nvcc.run.admission import Admission
 from fast_nvcc.run.core_grants import Grant, Grants, narrowing, split_threads, widening_order
 from fast_nvcc.errors import FastNvccError
-from fast_nvcc.graph.dag import Action, Task
+from fast_nvcc.graph.tasks import Action, Task
 from fast_nvcc.plan.dryrun import Kind, Step
 from fast_nvcc.machine.pool_files import SlotLocks
 from fast_nvcc.machine.slots import Slots

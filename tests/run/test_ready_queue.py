@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from fast_nvcc.graph.dag import Action, Dag, Task, priorities
+from fast_nvcc.graph.paths import priorities
+from fast_nvcc.graph.tasks import Action, Dag, Task
 from fast_nvcc.learn.history import DEFAULT_SECONDS
 from fast_nvcc.plan.dryrun import Kind, Step
 from fast_nvcc.run.ready_queue import ReadyQueue

@@ -7,7 +7,8 @@ import time
 
 import psutil
 
-from fast_nvcc.graph.dag import Action, Dag, Task, priorities
+from fast_nvcc.graph.paths import priorities
+from fast_nvcc.graph.tasks import Action, Dag, Task
 from fast_nvcc.plan.dryrun import Kind, Step
 from fast_nvcc.run.scheduler import Handler, Internal, Runner, State
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from fast_nvcc.graph.dag import build_dag
+from fast_nvcc.graph.build import build_dag
 from fast_nvcc.plan.dryrun import parse_plan, run_dryrun
-from fast_nvcc.report.writers import TABLE_COLUMNS
+from fast_nvcc.report.table import TABLE_COLUMNS
 
 from helpers import fast_nvcc_command, run_tool
 

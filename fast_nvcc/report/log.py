@@ -1,0 +1,124 @@
+"""FAST_NVCC_LOG: one JSON line per invocation, appended under a lock
+by every compile of a build; `fast_nvcc analyze` reads it.  Its schema: docs/options.md."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..graph.tasks import RUNS_TOOL
+from .run_report import RunReport
+
+
+LOG_SCHEMA_VERSION = 1
+
+
+def log_record(
+    *,
+    nvcc: str,
+    args: Sequence[str],
+    cwd: str,
+    sources: Sequence[str],
+    outputs: Sequence[str],
+    exit_code: int,
+    wall_seconds: float,
+    started: float,
+    mode: str,
+    reason: str | None = None,
+    report: RunReport | None = None,
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "version": LOG_SCHEMA_VERSION,
+        "time": started,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "cwd": cwd,
+        "nvcc": nvcc,
+        "args": list(args),
+        "sources": list(sources),
+        "outputs": list(outputs),
+        "exit_code": exit_code,
+        "wall_seconds": round(wall_seconds, 6),
+        "mode": mode,
+    }
+    if reason:
+        record["reason"] = reason
+    if report is not None:
+        record["jobs"] = report.jobs
+        record["run_start"] = report.started_at
+        record["critical_path_seconds"] = round(report.critical_path_seconds, 6)
+        record["first_step_wait_seconds"] = round(report.first_step_wait_seconds, 6)
+        record["slot_wait_seconds"] = round(report.slot_wait_seconds, 6)
+        record["memory_wait_seconds"] = round(report.memory_wait_seconds, 6)
+        record["memory_stopped_seconds"] = round(report.memory_stopped_seconds, 6)
+        counts = report.cache_counts()
+        if counts:
+            record["cache"] = {
+                "hits": sum(h for h, _ in counts.values()),
+                "misses": sum(m for _, m in counts.values()),
+                "tools": {tool: {"hits": h, "misses": m} for tool, (h, m) in counts.items()},
+            }
+        remote = report.remote_counts()
+        if remote:
+            sent = [s for s in report.steps if s.remote is not None]
+            record["remote"] = {
+                "launcher": "sccache",
+                "outcomes": remote,
+                "seconds": round(sum(s.seconds for s in sent), 6),
+                "waited_seconds": round(sum(s.waited for s in sent), 6),
+            }
+        failed = report.failed_guesses()
+        if failed:
+            record["failed_guesses"] = {"steps": len(failed), "lost_seconds": round(sum(s.guess_lost for s in failed), 6)}
+        record["steps"] = [
+            {
+                "index": s.index,
+                "tool": s.tool,
+                "kind": s.kind,
+                "arch": s.arch,
+                "start": _round(s.start),
+                "end": _round(s.end),
+                "seconds": round(s.seconds, 6),
+                "cpu_seconds": _round(s.cpu_seconds),
+                "max_rss_kb": s.max_rss_kb,
+                "exit_code": s.exit_code,
+                "state": s.state,
+                "critical": s.critical,
+                "wait": _round(s.waited if s.start is not None else None),
+                "command": s.action in RUNS_TOOL,
+                "cached": s.cached,
+                **({"remote": s.remote} if s.remote is not None else {}),
+                **({"remote_note": s.remote_note} if s.remote_note else {}),
+                **({"over_pool": s.over_pool} if s.over_pool else {}),
+                **({"memory_wait": round(s.memory_waited, 6)} if s.memory_waited else {}),
+                **({"memory_stopped": round(s.memory_stopped, 6)} if s.memory_stopped else {}),
+                **({"memory_evicted": True} if s.memory_evicted else {}),
+                **({"oom_rerun": True} if s.oom_rerun else {}),
+                **({"guess_failed": s.guess_failed, "guess_lost": round(s.guess_lost, 6)} if s.guess_failed else {}),
+                **({"cores": s.cores, "cores_at": [[round(t, 6), n] for t, n in s.core_timeline]} if s.cores else {}),
+            }
+            for s in report.steps
+        ]
+    return record
+
+
+def append_log(path: str, record: Mapping[str, Any]) -> None:
+    """Append one JSON line.  One write(2) of the whole line on an O_APPEND descriptor, under an
+    exclusive lock: lines from concurrent compiles never interleave or get lost."""
+    line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
