@@ -25,30 +25,19 @@ from .passthrough import run_unchanged
 from .plan import exit_codes, split_option
 from .plan.invocation import Invocation, read_invocation
 from .plan.nvcc_args import threads
-from .plan.tool_traces import (
-    ToolTraces,
-    add_tool_traces,
-    merged_trace_path,
-    nvcc_version,
-    requested_trace,
-)
+from .plan.tool_traces import ToolTraces, add_tool_traces, requested_trace
 from .plan.toolchain import find_nvcc
 from .remote.sccache import conclude, open_for_invocation, remote_handler, route_remote
-from .report.device_trace import collect_traces, write_merged_trace
+from .report.device_trace import finish_traces
 from .report.observer import StepObserver
-from .report.verbose import say_remote, say_task_notes
 from .report.graph_file import check_graph_path
 from .report.plan_listing import write_plan_listing
+from .report.verbose import say_remote, say_task_notes
 from .report.writing import ReportOptions, try_report, write_reports
 from .run.captures import same_output
 from .run.internal_steps import PlanInternal
 from .run.leftovers import make_workdir, remove_dead
-from .run.outputs import (
-    fresh_outputs,
-    remove_outputs_after_failure,
-    remove_partial_outputs,
-    remove_temp_files,
-)
+from .run.outputs import fresh_outputs, remove_partial_outputs, remove_temp_files, settle
 from .run.scheduler import Interrupted, Runner
 from .run.signals import Interruptions
 
@@ -202,27 +191,18 @@ def _run(config: Config, invocation: Invocation, dag: Dag, learned: Learned, *, 
                     memory.close()
                 if cache is not None:
                     cache.close()
-            # 5. clean up: what nvcc would have left
-            if result.failed_task is not None:
-                failed = dag.tasks[result.failed_task].step
-                code = exit_codes.nvcc_exit_code(result.returncode, step=failed, plan=plan, threaded=threaded)
-                result = replace(result, returncode=code)
-            remove_partial_outputs(dag, result.records, cwd=cwd)
-            if result.failed_task is not None:
-                remove_outputs_after_failure(dag, result, fresh, threaded=threaded, owners=learned.owners, cwd=cwd)
+            # 5. clean up: what nvcc would have left, with its exit code
+            result = settle(result, dag, plan, fresh, threaded=threaded, owners=learned.owners, cwd=cwd)
             if remote is not None:
                 conclude(remote, result.records)
             learned.record(dag, result.records, cwd=cwd)
             # 6. report
             say_task_notes(dag, result.records, say)
-            collected = None
-            returncode = result.returncode
+            returncode, collected = result.returncode, None
             if traces is not None:
-                collected = collect_traces(plan, dag, result, traces, sources=invocation.sources, owners=learned.owners,
-                                           cwd=cwd, started=started)  # fmt: skip
-                if trace_value is not None:
-                    path = merged_trace_path(trace_value, invocation.effective, version=nvcc_version(plan))
-                    returncode = write_merged_trace(collected, path, cwd, returncode)
+                returncode, collected = finish_traces(plan, dag, result, traces, requested=trace_value, cwd=cwd,
+                                                      effective=invocation.effective, sources=invocation.sources,
+                                                      owners=learned.owners, started=started)  # fmt: skip
             if remote is not None:
                 say_remote(remote, dag, result.records, say)
             if config.reports.wanted:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..graph.tasks import Action, Dag
 from ..plan.dryrun import Kind, Plan, Step
-from ..plan.tool_traces import HostTrace, ToolTrace, ToolTraces
+from ..plan.tool_traces import HostTrace, ToolTrace, ToolTraces, merged_trace_path, nvcc_version
 from ..run.task_records import RunResult
 
 # What nvcc calls each step in its trace (process_name), by kind; "{cc}" is the host compiler.
@@ -292,3 +292,16 @@ def write_merged_trace(collected: CollectedTraces, path: str, cwd: str, returnco
         sys.stderr.flush()
         return returncode or 1
     return returncode
+
+
+def finish_traces(plan: Plan, dag: Dag, result: RunResult, traces: ToolTraces, *, requested: str | None,
+                  effective: Sequence[str], sources: Sequence[str], owners: Mapping[int, str], cwd: str,
+                  started: float) -> tuple[int, CollectedTraces]:  # fmt: skip
+    """The tools' traces collected, and nvcc's own --fdevice-time-trace file written where it was
+    ``requested``; the exit code, which a trace file that cannot be written makes 1."""
+    collected = collect_traces(plan, dag, result, traces, sources=sources, owners=owners, cwd=cwd, started=started)
+    returncode = result.returncode
+    if requested is not None:
+        path = merged_trace_path(requested, effective, version=nvcc_version(plan))
+        returncode = write_merged_trace(collected, path, cwd, returncode)
+    return returncode, collected

@@ -9,9 +9,26 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 
+from dataclasses import replace
+
 from ..graph.tasks import Dag
 from ..plan.dryrun import Plan
+from ..plan.exit_codes import nvcc_exit_code
 from .task_records import Record, RunResult, State
+
+
+def settle(result: RunResult, dag: Dag, plan: Plan, fresh: set[str], *, threaded: bool, owners: Mapping[int, str],
+           cwd: str) -> RunResult:  # fmt: skip
+    """The run as nvcc's would have ended: nvcc's exit code for the step that failed, no
+    half-written output, none that nvcc would not have reached (``fresh``: the outputs that did
+    not exist before the run)."""
+    if result.failed_task is not None:
+        failed = dag.tasks[result.failed_task].step
+        result = replace(result, returncode=nvcc_exit_code(result.returncode, step=failed, plan=plan, threaded=threaded))
+    remove_partial_outputs(dag, result.records, cwd=cwd)
+    if result.failed_task is not None:
+        remove_outputs_after_failure(dag, result, fresh, threaded=threaded, owners=owners, cwd=cwd)
+    return result
 
 
 def fresh_outputs(dag: Dag, cwd: str) -> set[str]:
