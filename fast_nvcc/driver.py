@@ -29,11 +29,7 @@ from .plan.tool_traces import ToolTraces, add_tool_traces, requested_trace
 from .plan.toolchain import find_nvcc
 from .remote.sccache import conclude, open_for_invocation, remote_handler, route_remote
 from .report.device_trace import finish_traces
-from .report.observer import StepObserver
-from .report.graph_file import check_graph_path
-from .report.plan_listing import write_plan_listing
 from .report.verbose import say_remote, say_task_notes
-from .report.writing import ReportOptions, try_report, write_reports
 from .run.captures import same_output
 from .run.internal_steps import PlanInternal
 from .run.leftovers import make_workdir, remove_dead
@@ -65,8 +61,8 @@ class Config:
     split_sources: tuple[str, ...] = ()  # ... only to sources matching these (--split-sources)
 
     @property
-    def reports(self) -> ReportOptions:
-        return ReportOptions(self.graph, self.table, self.trace, self.summary, self.log)
+    def wants_report(self) -> bool:
+        return bool(self.graph or self.table or self.trace or self.summary or self.log)
 
     def say(self, message: str) -> None:
         """A line of -v."""
@@ -100,13 +96,20 @@ def run(config: Config, args: Sequence[str]) -> int:
     split = split_option.with_split(args, config.split, config.split_sources, env=env, cwd=cwd)
     if len(split) != len(args):
         say(f"--split {config.split}: nvcc's --split-compile {config.split} added")
+    # The reports' modules load only where a report is asked for: a compile without one does not
+    # pay their import (about 15 ms of each compile's start on the 2-core machine).
     if config.graph:
+        from .report.graph_file import check_graph_path
+
         check_graph_path(config.graph)
     # 1. plan
     invocation = read_invocation(nvcc, split, env=env, cwd=cwd)
     if invocation.passthrough:
         return run_unchanged(invocation, log=config.log, started=started, say=say)
     if config.plan_listing:
+        from .report.plan_listing import write_plan_listing
+        from .report.writing import try_report
+
         try_report(lambda: write_plan_listing(invocation.plan, config.plan_listing), "--verbose")
     remove_dead()  # what SIGKILLed compiles left in the temp directory
     plan = invocation.plan
@@ -165,7 +168,11 @@ def _run(config: Config, invocation: Invocation, dag: Dag, learned: Learned, *, 
             say(f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
             if memory is not None:
                 say(memory.description)
-            observer = StepObserver(plan, config.save_dir) if config.reports.wanted or config.save_dir else None
+            observer = None
+            if config.wants_report or config.save_dir:
+                from .report.observer import StepObserver
+
+                observer = StepObserver(plan, config.save_dir)
             runner = Runner(
                 dag,
                 env=plan.env,
@@ -205,8 +212,11 @@ def _run(config: Config, invocation: Invocation, dag: Dag, learned: Learned, *, 
                                                       owners=learned.owners, started=started)  # fmt: skip
             if remote is not None:
                 say_remote(remote, dag, result.records, say)
-            if config.reports.wanted:
-                write_reports(config.reports, invocation, dag, result, jobs=jobs, observer=observer, started=started,
+            if config.wants_report:
+                from .report.writing import ReportOptions, write_reports
+
+                options = ReportOptions(config.graph, config.table, config.trace, config.summary, config.log)
+                write_reports(options, invocation, dag, result, jobs=jobs, observer=observer, started=started,
                               mode="sequential" if config.sequential else "dag",
                               tool_events=collected.tool_events if collected and config.device_trace else None)  # fmt: skip
             # 7. exit code

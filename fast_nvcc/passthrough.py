@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 
 from .plan.invocation import Invocation
-from .report.log import append_log, log_record
-from .report.writing import try_report
 
 
 def run_unchanged(invocation: Invocation, *, log: str | None, started: float, say: Callable[[str], None]) -> int:
@@ -25,6 +23,9 @@ def run_unchanged(invocation: Invocation, *, log: str | None, started: float, sa
     nvcc, args = invocation.nvcc, invocation.args
     if not log:
         os.execv(nvcc, [nvcc, *args])
+    from .report.log import append_log, log_record  # loaded only for a log (driver.py says why)
+    from .report.writing import try_report
+
     clock = time.monotonic()
     proc = subprocess.run([nvcc, *args], check=False)
     code = proc.returncode

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from ..errors import FastNvccError
 from ..files import read_bytes
+from ..graph.tasks import Action
 from ..learn.history import cache_directory
 from ..plan.dryrun import Plan
 from .keys import KeyMaker, Prepared
@@ -129,7 +130,6 @@ class HostCache:
 
 def host_handlers(cache: StepCache, keys: KeyMaker, *, combined_output: bool):
     """The split host compile's two tasks, with the step cache (see HostCache)."""
-    from ..graph.tasks import Action
     from ..guess.host_split import run_back, run_front
     from ..run.scheduler import Handler
 
@@ -147,8 +147,6 @@ def open_handlers(enabled: bool, *, nvcc: str, plan: Plan, env: Mapping[str, str
     keys = KeyMaker(nvcc=nvcc, plan_env=plan.env, assignments=plan.assignments, caller_env=env,
                     cwd=cwd, workdir=workdir, paths_by_key=plan.paths_by_key())  # fmt: skip
     cache = open_cache(env)
-    from ..graph.tasks import Action
-
     handlers = {Action.EXEC: exec_handler(cache, keys, combined_output=combined_output)}
     handlers.update(host_handlers(cache, keys, combined_output=combined_output))
     return handlers, cache

@@ -92,9 +92,8 @@ class Learned:
         """The machine-wide memory budget (fast_nvcc.machine.memory), with each task's expected
         peak: learned where history knows its tool and architecture, else a peer's or the default."""
         kinds = [("as" if t.action is Action.HOST_BACK else t.step.tool, t.step.arch or "") for t in dag.tasks]
-        known = self.costs
         learned = [
-            any(key in known for key in ((self.owners.get(t.step.index, ""), tool, arch), ("", tool, arch),
+            any(key in self.costs for key in ((self.owners.get(t.step.index, ""), tool, arch), ("", tool, arch),
                                          ("*", tool, "")))  # fmt: skip
             for t, (tool, arch) in zip(dag.tasks, kinds)
         ]

@@ -30,10 +30,6 @@ class ReportOptions:
     summary: bool = False
     log: str | None = None  # FAST_NVCC_LOG
 
-    @property
-    def wanted(self) -> bool:
-        return bool(self.graph or self.table or self.trace or self.summary or self.log)
-
 
 def write_reports(
     options: ReportOptions,
