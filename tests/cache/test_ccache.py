@@ -275,6 +275,7 @@ def test_unusable_cache_dir_is_ccache_error_and_disable_compiles(toolchain, pref
     assert len(cache.fast_nvcc_runs()) == 1
 
 
+@pytest.mark.cmake
 def test_cmake_launcher_second_build_directory_hits(toolchain, prefix, tmp_path):
     """CMAKE_CUDA_COMPILER_LAUNCHER=ccache and CCACHE_PREFIX in the build's environment: the
     first build's compiles run through fast_nvcc, a second build directory of the same

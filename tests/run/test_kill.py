@@ -19,8 +19,6 @@ import pytest
 from fast_nvcc.run import leftovers
 from helpers import UNROLLED_CHAIN, fast_nvcc_command
 
-pytestmark = pytest.mark.nvcc
-
 # Device code that keeps cicc busy for minutes: fully unrolled loops in 150 instantiations.
 HEAVY_SOURCE = UNROLLED_CHAIN + """
 __global__ void heavy_kernel(float* data) { data[threadIdx.x] = Many<150>::run(data[threadIdx.x]); }
@@ -123,6 +121,7 @@ def heavy_compile(nvcc: str, tmp_path: Path, options: list[str] = ()) -> list[st
 
 # The faithful mode runs cicc after the host preprocessing (it reads its module id): there the
 # steps are sh -c lines, and the pause under one of them is what must die.
+@pytest.mark.nvcc
 @pytest.mark.parametrize(("options", "running"), [([], ("cicc", "sleep")), (["--faithful"], ("sh", "sleep"))],
                          ids=["graph", "faithful"])  # fmt: skip
 def test_sigkill_takes_the_steps_along(nvcc, heavy, tmp_path, options, running):
@@ -137,6 +136,7 @@ def test_sigkill_takes_the_steps_along(nvcc, heavy, tmp_path, options, running):
     wait_until(lambda: not list(tmpdir.iterdir()), f"left in TMPDIR: {sorted(os.listdir(tmpdir))}")
 
 
+@pytest.mark.nvcc
 def test_without_its_watchdog_the_steps_still_die(nvcc, heavy, tmp_path):
     """The watchdog killed first (or not yet told of a step just forked): each step itself
     has the kernel's word that it dies with fast_nvcc (PR_SET_PDEATHSIG)."""
@@ -159,6 +159,7 @@ def test_without_its_watchdog_the_steps_still_die(nvcc, heavy, tmp_path):
             step.kill()
 
 
+@pytest.mark.nvcc
 def test_group_kill_of_the_build_reaches_the_steps(nvcc, heavy, tmp_path):
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
@@ -170,6 +171,7 @@ def test_group_kill_of_the_build_reaches_the_steps(nvcc, heavy, tmp_path):
     assert_all_gone(steps)
 
 
+@pytest.mark.nvcc
 def test_next_compile_removes_what_dead_compiles_left(nvcc, heavy, tmp_path):
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
