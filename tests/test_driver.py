@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from fast_nvcc.driver import Config, jobs_for, usable_cpus
+from fast_nvcc.driver import Config, jobs_for
 from fast_nvcc.graph.tasks import Action
+from fast_nvcc.machine.cpus import usable_cpus
 from fast_nvcc.plan.dryrun import Plan
 from fast_nvcc.plan.toolchain import ToolchainError, find_nvcc
 
@@ -24,7 +25,7 @@ from plans import dag_for, load_plan
     ],
 )
 def test_jobs(config, env, jobs):
-    assert jobs_for(config, env) == (jobs if jobs is not None else usable_cpus())
+    assert jobs_for(config, env) == (jobs if jobs is not None else len(usable_cpus()))
 
 
 def test_a_dag_in_doubt_runs_in_nvccs_order(capsys):

@@ -1,11 +1,12 @@
-"""Where a build's time went: ``fast_nvcc analyze [PATHS...]``.
+"""10. Where a build's time went: ``fast_nvcc analyze [PATHS...]``.
 
 Reads ninja's build log (``.ninja_log``) and/or fast_nvcc's own log (``FAST_NVCC_LOG``) and
 reports the wall time, the sum of job times, the effective parallelism, how many jobs ran over
 time, the long poles, a what-if on the wall-time bound, and the time per nvcc phase and per
 architecture; optionally a plot and a Chrome trace.  The bound's model is in docs/analyze.md.
 
-The files follow the data, in this order:
+The files follow the data, in this order (reading, parsing, the model, the output, the command
+line; steps of the analysis, not stages of the package):
 
     load.py      load_build: the only reader of files
     readers.py   parse_ninja_log / parse_fast_nvcc_log -> split_builds -> build_jobs

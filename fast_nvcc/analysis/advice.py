@@ -7,18 +7,16 @@ cores): however the rest is scheduled, the build cannot end before it does.  Whe
 does, the build is work-bound and split only adds work.  The work counts what the cores did: a
 fast_nvcc compile's steps summed (they run side by side; a split step counts its cpu), another
 job's time; the cores are fast_nvcc's job bound in the log (the usable cores unless its ``-j``
-set another), not the build tool's ``-j``.  On
-TransformerEngine's whole library (16 cores, ninja -j18, 2026-11-26) the compiles' times summed
-to 3,788 s and their steps to 4,018 s: over 18 slots that said 210 s, over 16 cores 251 s.
+set another), not the build tool's ``-j``, which would put the floor too low where it runs
+more jobs than cores (docs/benchmarks.md).
 
 The split model (docs/analyze.md): a step of ``c`` cpu seconds, split onto ``k`` cores, takes
 ``c * (s + (1 - s) * (1 + o) / k)`` and costs ``c * (1 + o * (1 - s))`` cpu seconds; ``s`` is its
-serial share (cicc's front end), ``o`` the extra work of the split.  The defaults come from
-TransformerEngine's ``cast/cast_grouped.cu`` (sm_90, 16 cores, 2026-11-25): cicc 179 s → 74 s wall
-for 197 s cpu, ptxas 131 s → 29 s for 145 s.  Where the log holds split steps of a tool
-(``cores`` > 1), their own wall and cpu give its ``s`` instead ("learned").  A compile's device
-chain (its longest cicc + ptxas of one architecture) shrinks; the host side (preprocessing,
-cudafe++, host compile) does not, and bounds it below.
+serial share (cicc's front end), ``o`` the extra work of the split.  The defaults were measured
+on TransformerEngine's ``cast/cast_grouped.cu`` split (docs/benchmarks.md).  Where the log holds
+split steps of a tool (``cores`` > 1), their own wall and cpu give its ``s`` instead
+("learned").  A compile's device chain (its longest cicc + ptxas of one architecture) shrinks;
+the host side (preprocessing, cudafe++, host compile) does not, and bounds it below.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from dataclasses import replace
 from .records import Advice, Job, PoleAdvice, Step
 
 SPLIT_OVERHEAD = 0.10  # o: the split's extra work, a share of the parallel part
-SERIAL_SHARE = {"cicc": 0.37, "ptxas": 0.16}  # s, measured (the module docstring)
+SERIAL_SHARE = {"cicc": 0.37, "ptxas": 0.16}  # s, measured (docs/benchmarks.md)
 HOST_KINDS = ("preprocess", "cudafe++", "host-compile")
 MOST_POLES = 10
 WORTH = 0.03  # split is advised only where it lowers the floor by this share at least

@@ -1,5 +1,5 @@
-"""Stage 4: ``fast_nvcc analyze``'s command line.  argparse stops here: the stages see
-``Options`` only."""
+"""``fast_nvcc analyze``'s command line.  argparse stops here: reading, parsing, the model and
+the output see ``Options`` only."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stage 2, device side: where cicc's and ptxas's time went across the build (--device-trace).
+"""The model's device side: where cicc's and ptxas's time went across the build (--device-trace).
 
 Sums the per-tool costs that ``load.py`` attached to each compile: templates by total
 instantiation time (time, instantiations, compiles), headers by total time (a header costs each

@@ -1,4 +1,4 @@
-"""Stage 0: the only place that opens the logs.  ``load_build`` finds the ninja log and the
+"""Reading: the only place that opens the logs.  ``load_build`` finds the ninja log and the
 FAST_NVCC_LOG files among the paths, reads them with ``readers.py`` and picks one build."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stage 2: the model.  ``analyze`` turns a build's jobs into the wall time, the bound of
+"""The model: ``analyze`` turns a build's jobs into the wall time, the bound of
 docs/analyze.md, the concurrency profile, the long poles, the what-if and the phase totals."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stage 3, picture: ``--plot``, the jobs running over time (matplotlib, optional)."""
+"""Output as a picture: ``--plot``, the jobs running over time (matplotlib, optional)."""
 
 from __future__ import annotations
 

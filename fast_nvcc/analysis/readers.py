@@ -1,4 +1,4 @@
-"""Stage 1: the logs' text to jobs.  Parse ninja's ``.ninja_log`` (``parse_ninja_log`` ->
+"""Parsing: the logs' text to jobs.  Parse ninja's ``.ninja_log`` (``parse_ninja_log`` ->
 ``split_builds`` -> ``build_jobs``) and FAST_NVCC_LOG (``parse_fast_nvcc_log`` ->
 ``split_sessions`` / ``jobs_of_records``), and join the two (``join_records``).  Lines in,
 records out: no file is opened here (``load.py`` does that)."""

@@ -1,4 +1,4 @@
-"""The records every stage of the analysis passes on, from the logs' entries to the finished
+"""The records every step of the analysis passes on, from the logs' entries to the finished
 analysis; and the one error the analysis raises."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..errors import FastNvccError
 
-# Zero-cost bookkeeping steps of fast_nvcc (graph.py's CHECK_MODULE_ID tasks).
+# Zero-cost bookkeeping steps of fast_nvcc (graph/tasks.py's CHECK_MODULE_ID tasks).
 BOOKKEEPING_TOOLS = frozenset({"check module_id"})
 # Optional work that runs on idle cores only (the host split's stub probes): not work the build
 # needs, so not counted in its cpu share (as benchmarks/cutlass_build.py's floor leaves it out).

@@ -1,4 +1,4 @@
-"""Stage 3, text: the analysis as tables, rendered as aligned text or as Markdown."""
+"""Output as text: the analysis as tables, rendered as aligned text or as Markdown."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from .advice import WORTH
-from .records import BOOKKEEPING_TOOLS, Advice, Analysis, Build, Job, PhaseTotal
+from .records import BOOKKEEPING_TOOLS, Advice, Analysis, Build, FailedGuess, Job, PhaseTotal, Waiting, WhatIf
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +41,34 @@ def format_markdown(analysis: Analysis) -> str:
 
 
 def report_tables(a: Analysis) -> Iterator[Table]:
+    """The report's tables, in the order the text shows them: the measures, the jobs over time,
+    the long poles, the what-if, the phases, the waits, the failed guesses, the device side and
+    what to change."""
+    yield _measures_table(a)
+    yield _concurrency_table(a)
+    yield _long_poles_table(a)
+    if a.what_if is not None:
+        yield from _what_if_tables(a, a.what_if)
+    if a.phases:
+        yield _phase_table(
+            f"time per phase (fast_nvcc steps of {len(a.build.records)} compiles)", a.phases
+        )
+    if a.arch_phases:
+        yield _phase_table("time per phase and architecture", a.arch_phases)
+    if a.waiting is not None:
+        yield _waiting_table(a.waiting)
+    if a.failed_guesses:
+        yield _failed_guesses_table(a.failed_guesses)
+    yield from device_tables(a, top=a.top)
+    if a.advice is not None:
+        yield from advice_tables(a.advice)
+
+
+def _measures_table(a: Analysis) -> Table:
     slots_note = (
         f"-j {a.slots}" if a.slots_given else "the most jobs seen running at once; -j N sets it"
     )
-    yield Table(
+    return Table(
         None,
         ("measure", "value"),
         (
@@ -68,8 +92,11 @@ def report_tables(a: Analysis) -> Iterator[Table]:
         "ll",
         keys=True,
     )
+
+
+def _concurrency_table(a: Analysis) -> Table:
     scale = 40 / max(a.slots, a.max_concurrency, 1)
-    yield Table(
+    return Table(
         f"concurrency (jobs running at each instant, and the mean until the next, every {a.interval:g} s)",
         ("t (s)", "running", "mean", ""),
         tuple(
@@ -78,8 +105,11 @@ def report_tables(a: Analysis) -> Iterator[Table]:
         ),
         "rrrl",
     )
+
+
+def _long_poles_table(a: Analysis) -> Table:
     with_steps = any(p.job.record is not None for p in a.long_poles)
-    yield Table(
+    return Table(
         f"long poles (top {len(a.long_poles)}; floor if 0 s: the wall floor were that job to take no time)",
         ("#", "start (s)", "end (s)", "elapsed (s)", "floor if 0 s", "floor drop")
         + (("longest step",) if with_steps else ()) + ("output",),
@@ -91,66 +121,61 @@ def report_tables(a: Analysis) -> Iterator[Table]:
         ),
         "rrrrrr" + ("ll" if with_steps else "l"),
     )  # fmt: skip
-    if a.what_if is not None:
-        w = a.what_if
-        yield Table(
-            f"what-if (same {a.slots} slots)",
-            ("pattern", "seconds", "jobs matched"),
-            tuple((rule.pattern, f"{rule.seconds:g}", str(n)) for rule, n in w.rules),
-            "lrr",
-        )
-        yield Table(
-            None,
-            ("", "measured", "what-if"),
-            (
-                ("sum of job times", _seconds(a.job_seconds), _seconds(w.job_seconds)),
-                ("wall floor", _seconds(a.bound.lower), _seconds(w.bound.lower)),
-                ("list-scheduling bound", _seconds(a.bound.upper), _seconds(w.bound.upper)),
-                ("measured wall", _seconds(a.wall), ""),
-            ),
-            "lrr",
-        )
-    if a.phases:
-        yield _phase_table(
-            f"time per phase (fast_nvcc steps of {len(a.build.records)} compiles)", a.phases
-        )
-    if a.arch_phases:
-        yield _phase_table("time per phase and architecture", a.arch_phases)
-    if a.waiting is not None:
-        w = a.waiting
-        seconds, name = w.worst_first_step
-        rows = [
-            ("starved: waited for a first step while another compile ran two or more",
-             str(len(w.starved))),
-            ("waiting before first steps, summed", _seconds(w.first_step_seconds)),
-            ("longest wait before a first step", f"{_seconds(seconds)} ({_short(name)})"),
-            ("ready steps' waits for slots, summed", _seconds(w.slot_seconds)),
-        ]  # fmt: skip
-        rows += [(f"  starved: {_short(n)}", _seconds(s)) for s, n in w.starved[:5]]
-        for why, over in w.over_pool:
-            reason = {"first": "to start a compile while others ran extra steps (rule 1)",
-                      "drain": "for the compiles nearest their end (rule 3)",
-                      "short": "as short steps (fatbinary, as: they never wait for long ones)"}[why]  # fmt: skip
-            rows.append((f"over the pool {reason}: {over.steps} steps of {over.compiles} compiles",
-                         _seconds(over.seconds)))  # fmt: skip
-        if w.memory_steps:
-            rows.append((f"held back by the memory budget: {w.memory_steps} steps of {w.memory_compiles} compiles",
-                         _seconds(w.memory_seconds)))  # fmt: skip
-        if w.stopped_steps:
-            rows.append((f"stopped while memory ran short: {w.stopped_steps} steps", _seconds(w.stopped_seconds)))
-        if w.oom_reruns:
-            rows.append(("killed for memory and run again", f"{w.oom_reruns} steps"))
-        yield Table(f"waiting for slots ({w.compiles} compiles)", ("", "seconds"), tuple(rows), "ll")
-    if a.failed_guesses:
-        rows = []
-        for f in a.failed_guesses:
-            rows.append((f"{f.what}: {f.why} ({f.steps} steps of {len(f.compiles)} compiles)", _seconds(f.lost)))
-            rows += [(f"  {_short(name)}", _seconds(seconds)) for seconds, name in f.compiles[:5]]
-        yield Table("failed guesses: work thrown away and run again (fast_nvcc learns not to guess there)",
-                    ("", "seconds"), tuple(rows), "ll")  # fmt: skip
-    yield from device_tables(a, top=a.top)
-    if a.advice is not None:
-        yield from advice_tables(a.advice)
+
+
+def _what_if_tables(a: Analysis, w: WhatIf) -> Iterator[Table]:
+    yield Table(
+        f"what-if (same {a.slots} slots)",
+        ("pattern", "seconds", "jobs matched"),
+        tuple((rule.pattern, f"{rule.seconds:g}", str(n)) for rule, n in w.rules),
+        "lrr",
+    )
+    yield Table(
+        None,
+        ("", "measured", "what-if"),
+        (
+            ("sum of job times", _seconds(a.job_seconds), _seconds(w.job_seconds)),
+            ("wall floor", _seconds(a.bound.lower), _seconds(w.bound.lower)),
+            ("list-scheduling bound", _seconds(a.bound.upper), _seconds(w.bound.upper)),
+            ("measured wall", _seconds(a.wall), ""),
+        ),
+        "lrr",
+    )
+
+
+def _waiting_table(w: Waiting) -> Table:
+    seconds, name = w.worst_first_step
+    rows = [
+        ("starved: waited for a first step while another compile ran two or more",
+         str(len(w.starved))),
+        ("waiting before first steps, summed", _seconds(w.first_step_seconds)),
+        ("longest wait before a first step", f"{_seconds(seconds)} ({_short(name)})"),
+        ("ready steps' waits for slots, summed", _seconds(w.slot_seconds)),
+    ]  # fmt: skip
+    rows += [(f"  starved: {_short(n)}", _seconds(s)) for s, n in w.starved[:5]]
+    for why, over in w.over_pool:
+        reason = {"first": "to start a compile while others ran extra steps (rule 1)",
+                  "drain": "for the compiles nearest their end (rule 3)",
+                  "short": "as short steps (fatbinary, as: they never wait for long ones)"}[why]  # fmt: skip
+        rows.append((f"over the pool {reason}: {over.steps} steps of {over.compiles} compiles",
+                     _seconds(over.seconds)))  # fmt: skip
+    if w.memory_steps:
+        rows.append((f"held back by the memory budget: {w.memory_steps} steps of {w.memory_compiles} compiles",
+                     _seconds(w.memory_seconds)))  # fmt: skip
+    if w.stopped_steps:
+        rows.append((f"stopped while memory ran short: {w.stopped_steps} steps", _seconds(w.stopped_seconds)))
+    if w.oom_reruns:
+        rows.append(("killed for memory and run again", f"{w.oom_reruns} steps"))
+    return Table(f"waiting for slots ({w.compiles} compiles)", ("", "seconds"), tuple(rows), "ll")
+
+
+def _failed_guesses_table(failed: Sequence[FailedGuess]) -> Table:
+    rows = []
+    for f in failed:
+        rows.append((f"{f.what}: {f.why} ({f.steps} steps of {len(f.compiles)} compiles)", _seconds(f.lost)))
+        rows += [(f"  {_short(name)}", _seconds(seconds)) for seconds, name in f.compiles[:5]]
+    return Table("failed guesses: work thrown away and run again (fast_nvcc learns not to guess there)",
+                 ("", "seconds"), tuple(rows), "ll")  # fmt: skip
 
 
 def advice_tables(v: Advice) -> Iterator[Table]:

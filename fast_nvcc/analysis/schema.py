@@ -1,4 +1,4 @@
-"""Stage 3, JSON: ``--format json``, its whole schema in one place (documented in
+"""Output as JSON: ``--format json``, its whole schema in one place (documented in
 docs/analyze.md; bump JSON_SCHEMA_VERSION when a field changes meaning or goes away)."""
 
 from __future__ import annotations

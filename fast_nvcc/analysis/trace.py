@@ -1,4 +1,4 @@
-"""Stage 3, trace: ``--trace``, the build as a Chrome trace, one lane per job slot."""
+"""Output as a trace: ``--trace``, the build as a Chrome trace, one lane per job slot."""
 
 from __future__ import annotations
 

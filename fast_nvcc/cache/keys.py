@@ -1,6 +1,6 @@
-"""The keys of the per-step cache (:mod:`.cache` says what a key covers and leaves out, and
-why): one invocation's :class:`KeyMaker`, the :class:`Prepared` lookup of a task, and this run's
-temp names hidden in what is stored and put back into what is restored."""
+"""The keys of the per-step cache (:mod:`fast_nvcc.cache` says what a key covers and leaves
+out, and why): one invocation's :class:`KeyMaker`, the :class:`Prepared` lookup of a task, and
+this run's temp names hidden in what is stored and put back into what is restored."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from ..graph.tasks import Task
 
 FORMAT = b"fast_nvcc step cache 1\n"
-# By plan.Kind value (the plan module is imported only where keys are made).
+# By plan.dryrun.Kind value (plan.dryrun is imported only where keys are made).
 CACHEABLE = {"cudafe++": "placeholders", "cicc": "placeholders", "ptxas": "placeholders", "host-compile": "exact"}
 TEXT_KINDS = {"cudafe++", "cicc"}  # their outputs are C/PTX/module_id text
-TEMP_TAG = re.compile(r"tmpxft_([0-9a-f]{8})_([0-9a-f]{8})")  # as plan.TEMP_TAG
+TEMP_TAG = re.compile(r"tmpxft_([0-9a-f]{8})_([0-9a-f]{8})")  # as plan.dryrun.TEMP_TAG
 # The caller's variables that change what the compilers do (the plan's own are keyed too).
 # TMPDIR is not among them: the host compile's key holds its temp paths, the others' outputs
 # get this run's paths written back.
@@ -90,7 +90,7 @@ class KeyMaker:
 
     def prepare(self, task: Task, *, combined_output: bool = False, assembly: str | None = None) -> Prepared | None:
         """The key of ``task``; for a split host compile's front, of the ``assembly`` cc1plus
-        writes from the placeholder .fatbin.c (hostsplit.py), which stands where the real one
+        writes from the placeholder .fatbin.c (guess/host_split.py), which stands where the real one
         will be and is hashed as it."""
         from ..graph.tasks import Action
         from ..plan.dryrun import Kind, output_paths, temp_mentions

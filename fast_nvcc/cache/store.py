@@ -1,5 +1,6 @@
-"""The per-step cache on disk (:mod:`.cache` says what it holds and why): the entries, their
-SQLite index, and a step's outputs going in and coming back with this run's temp names."""
+"""The per-step cache on disk (:mod:`fast_nvcc.cache` says what it holds and why): the
+entries, their SQLite index, and a step's outputs going in and coming back with this run's temp
+names."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ DEFAULT_SIZE = 5 * 1024**3
 
 class StepCache:
     """The per-step cache: a step's outputs and captured output, stored under its key with this
-    run's temp names hidden (:mod:`.cache_keys`), and restored on a hit."""
+    run's temp names hidden (:mod:`.keys`), and restored on a hit."""
 
     def __init__(self, directory: str, *, size_limit: int = DEFAULT_SIZE) -> None:
         self.directory = directory

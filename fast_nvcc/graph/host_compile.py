@@ -128,64 +128,99 @@ def early_stubs(
         if front.action is not Action.HOST_FRONT:
             continue
         back = next(t for t in dag.tasks if t.action is Action.HOST_BACK and t.front == front.id)
-        stubs = [key for key in front.reads if any(key in t.step.writes for t in ciccs)]
-        if len(stubs) != 1:
+        found = _stub_writers(dag, front, ciccs, waits_for=preds[front.id])
+        if found is None:
             continue
-        last = next(t for t in ciccs if stubs[0] in t.step.writes)
-        # The same compile's other ciccs: those whose stub names the same .fatbin.c.
-        fatbin_c = _word_after(last.argv, "--include_file_name")
-        siblings = [t for t in ciccs if t.id != last.id and fatbin_c is not None
-                    and _word_after(t.argv, "--include_file_name") == fatbin_c]  # fmt: skip
-        if not siblings:
-            continue
+        last, siblings = found
         if not others(front.step):
             siblings = []  # their stubs are known not to do: the probe's or the last one's
-        if (front.reads & last.step.writes) != {stubs[0]}:
-            continue
-        if sum(stubs[0] in t.reads for t in dag.tasks) != 2:  # the front and the back alone
-            continue
-        last_done = _done(last)
-        if last_done not in preds[front.id]:
-            continue
-        real = stub_path(last.argv)
         private = os.path.join(workdir, f"{last.step.index}.stub.c")
-        # The last cicc's own stub first (when it is done too), then the others'.
-        seeds = ((last_done, private),) + tuple(sorted((_done(t), stub_path(t.argv)) for t in siblings))
-        if not all(_plain_name(name) for name in (real, *(path for _, path in seeds))):
-            continue
-        if len({real, *(path for _, path in seeds)}) != len(seeds) + 1:
+        seeds = _seeds(last, siblings, private=private)
+        if seeds is None:
             continue
         probe_argv = None
         if probe and not last.step.redirects:
             probe_argv = _stub_probe_argv(_with_stub(last.argv, private), workdir, last.step.index)
         if probe_argv is None and not siblings:
             continue  # nothing to start from before the last cicc
-        tasks[last.id] = replace(last, argv=_with_stub(last.argv, private))
-        if last.checked_by is not None:
-            check = tasks[last.checked_by]
-            tasks[check.id] = replace(check, rerun=_with_stub(check.rerun, private))
+        _write_stub_privately(tasks, last, private)
         if probe_argv is not None:
-            # It reads what the last cicc reads: nvcc's module_id too, unless that one guesses.
-            early = None if last.early is None else (last.early[0], last.early[1], None)
-            probe_task = Task(id=len(tasks), step=last.step, action=Action.STUB_PROBE, argv=probe_argv,
-                              reads=last.reads, optional=True, early=early)  # fmt: skip
-            tasks.append(probe_task)
-            preds.append(set(preds[last.id]))
-            succs.append(set())
-            for pred in preds[probe_task.id]:
-                succs[pred].add(probe_task.id)
+            probe_id = _add_stub_probe(tasks, preds, succs, last=last, argv=probe_argv)
             # The probe's stub is the last cicc's own: the front takes it before any other.
-            seeds = ((probe_task.id, stub_path(probe_argv)),) + seeds
-        stub = (real, private, seeds)
-        group = frozenset(done for done, _ in seeds)
-        tasks[front.id] = replace(tasks[front.id], stub=stub, any_of=group)
-        tasks[back.id] = replace(tasks[back.id], stub=stub)
-        for done in group:
-            preds[front.id].add(done)
-            succs[done].add(front.id)
-        preds[back.id].add(last_done)
-        succs[last_done].add(back.id)
+            seeds = ((probe_id, stub_path(probe_argv)),) + seeds
+        stub = (stub_path(last.argv), private, seeds)
+        _start_on_any_stub(tasks, preds, succs, front=front.id, back=back.id, stub=stub, last_done=_done(last))
     return Dag(tuple(tasks), tuple(frozenset(p) for p in preds), dag.problems)
+
+
+def _stub_writers(dag: Dag, front: Task, ciccs: Sequence[Task], *, waits_for: set[int]
+                  ) -> tuple[Task, list[Task]] | None:  # fmt: skip
+    """The cicc whose stub a split host compile's ``front`` reads (the last of its compile) and
+    the compile's other ciccs; None where the front could not start from another's stub."""
+    stubs = [key for key in front.reads if any(key in t.step.writes for t in ciccs)]
+    if len(stubs) != 1:
+        return None
+    last = next(t for t in ciccs if stubs[0] in t.step.writes)
+    # The same compile's other ciccs: those whose stub names the same .fatbin.c.
+    fatbin_c = _word_after(last.argv, "--include_file_name")
+    siblings = [t for t in ciccs if t.id != last.id and fatbin_c is not None
+                and _word_after(t.argv, "--include_file_name") == fatbin_c]  # fmt: skip
+    if not siblings:
+        return None
+    if (front.reads & last.step.writes) != {stubs[0]}:
+        return None
+    if sum(stubs[0] in t.reads for t in dag.tasks) != 2:  # the front and the back alone
+        return None
+    if _done(last) not in waits_for:
+        return None
+    return last, siblings
+
+
+def _seeds(last: Task, siblings: Sequence[Task], *, private: str) -> tuple[tuple[int, str], ...] | None:
+    """The tasks whose end gives a stub the front may start from, each with the stub's path: the
+    last cicc's own first (written to ``private``; when its check is done too), then the others'.
+    None where a stub's name is not plain, or two stubs share one."""
+    seeds = ((_done(last), private),) + tuple(sorted((_done(t), stub_path(t.argv)) for t in siblings))
+    names = [stub_path(last.argv), *(path for _, path in seeds)]
+    if not all(_plain_name(name) for name in names) or len(set(names)) != len(names):
+        return None
+    return seeds
+
+
+def _write_stub_privately(tasks: list[Task], last: Task, private: str) -> None:
+    """The last cicc, and the rerun of its module_id check, write their stub to ``private``."""
+    tasks[last.id] = replace(last, argv=_with_stub(last.argv, private))
+    if last.checked_by is not None:
+        check = tasks[last.checked_by]
+        tasks[check.id] = replace(check, rerun=_with_stub(check.rerun, private))
+
+
+def _add_stub_probe(tasks: list[Task], preds: list[set[int]], succs: list[set[int]], *, last: Task,
+                    argv: tuple[str, ...]) -> int:  # fmt: skip
+    """The stub probe of ``last`` as a new optional task, waiting for what ``last`` waits for."""
+    # It reads what the last cicc reads: nvcc's module_id too, unless that one guesses.
+    early = None if last.early is None else (last.early[0], last.early[1], None)
+    probe = Task(id=len(tasks), step=last.step, action=Action.STUB_PROBE, argv=argv, reads=last.reads,
+                 optional=True, early=early)  # fmt: skip
+    tasks.append(probe)
+    preds.append(set(preds[last.id]))
+    succs.append(set())
+    for pred in preds[probe.id]:
+        succs[pred].add(probe.id)
+    return probe.id
+
+
+def _start_on_any_stub(tasks: list[Task], preds: list[set[int]], succs: list[set[int]], *, front: int, back: int,
+                       stub: tuple[str, str, tuple[tuple[int, str], ...]], last_done: int) -> None:  # fmt: skip
+    """The front waits for any one of the stub's seeds, the back for the last cicc too."""
+    group = frozenset(done for done, _ in stub[2])
+    tasks[front] = replace(tasks[front], stub=stub, any_of=group)
+    tasks[back] = replace(tasks[back], stub=stub)
+    for done in group:
+        preds[front].add(done)
+        succs[done].add(front)
+    preds[back].add(last_done)
+    succs[last_done].add(back)
 
 
 def _done(task: Task) -> int:

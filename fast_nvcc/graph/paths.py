@@ -1,6 +1,6 @@
 """Paths through a graph: an order that respects every edge, each task's rank (the longest path
-from its start to the end), the critical path.  networkx stays inside this module, and only for
-the reports: the scheduler's hot path does without its import."""
+from its start to the end), the critical path.  One pass each, without networkx: they run on
+every compile, and the tests check them against it."""
 
 from __future__ import annotations
 
@@ -87,15 +87,3 @@ def _earliest_finish_path(dag: Dag, durations: Sequence[float]) -> list[int]:
         node = via[node]
         path.append(node)
     return path[::-1]
-
-
-def to_networkx(dag: Dag):
-    import networkx as nx
-
-    graph = nx.DiGraph()
-    for task in dag.tasks:
-        graph.add_node(task.id, label=task.label, kind=task.step.kind.value, arch=task.step.arch)
-    graph.add_edges_from(dag.edges())
-    if not nx.is_directed_acyclic_graph(graph):
-        raise ValueError("the plan's dependency graph has a cycle")
-    return graph

@@ -74,9 +74,7 @@ def guess_module_id(failure: float, *, host_preprocess: float, cudafe: float, de
     Without a ``spare_core`` (the build tool holds compiles back: each compile runs about one
     step at a time) the cicc would run instead of the host preprocessing and cudafe++, not
     beside them: nothing is saved, and a wrong guess costs the whole cicc, since cudafe++'s id
-    comes only after it.  In a first build of TE's whole library (ninja -j18, 16 cores,
-    2026-11-25) five guessing ciccs ran to their end while their compiles' host preprocessing
-    waited 29-37 s for a slot, and ran again: 139 s."""
+    comes only after it (docs/benchmarks.md)."""
     if not spare_core:
         return False
     saving = module_id_saving(host_preprocess=host_preprocess, cudafe=cudafe, device_preprocess=device_preprocess)

@@ -244,10 +244,9 @@ def estimate(
 def arch_weight(arch: str) -> float:
     """How much more a device step for ``arch`` is guessed to cost than the per-tool default,
     before anything is known: twice for an architecture-specific target (``sm_90a``,
-    ``compute_100f``), where libraries keep the kernels that only that chip runs (CUTLASS's
-    examples, 16 cores, 2026-11-24: cicc for compute_90a 942 cpu seconds over 19 sources, for
-    compute_80 374); and, as a tie-break, a newer architecture before an older one, since more
-    code is compiled under ``__CUDA_ARCH__ >= N``.  So on a first build a compile runs its
+    ``compute_100f``), where libraries keep the kernels that only that chip runs
+    (docs/benchmarks.md); and, as a tie-break, a newer architecture before an older one, since
+    more code is compiled under ``__CUDA_ARCH__ >= N``.  So on a first build a compile runs its
     likely longest cicc first."""
     digits = "".join(c for c in arch if c.isdigit())
     if not digits:

@@ -15,6 +15,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from .cpus import usable_cpus
+
 # How far up the process tree to look: ninja -> sh -> fast_nvcc, with room for one launcher
 # script in between.  Not further: a make far above (a CI job's, say) does not run our compiles.
 _DEPTH = 3
@@ -74,10 +76,7 @@ def job_limit(kind: str, argv: list[str]) -> int | None:
 
 def _default_jobs() -> int:
     """ninja's GuessParallelism: 2 for one CPU, 3 for two, CPUs + 2 above."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
+    cpus = len(usable_cpus())
     return {0: 2, 1: 2, 2: 3}.get(cpus, cpus + 2)
 
 

@@ -111,9 +111,9 @@ def read_level(cgroup: Cgroup) -> Level | None:
     The usage leaves out the page cache of files, active and inactive: the kernel reclaims it
     before it kills anything, and a build's is large and *active* (every compile reads the same
     headers; a file read twice in a v1 cgroup here showed 1.5 GB of total_active_file and
-    nothing inactive).  Counting active pages as used left a first CUTLASS build at -j32 in a
-    31 GiB cgroup unfinished after 420 s (16 cores, 2026-11-24; 99 s without the cgroup).
-    Shared memory and tmpfs are on the anonymous lists, so they still count."""
+    nothing inactive).  Counting active pages as used starved a build in a cgroup of memory it
+    had (docs/benchmarks.md).  Shared memory and tmpfs are on the anonymous lists, so they
+    still count."""
     try:
         if cgroup.version == 1:
             limit = int(_read(cgroup.path, "memory.limit_in_bytes"))

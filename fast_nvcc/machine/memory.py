@@ -32,9 +32,8 @@ peak fits in what the machine and this process's memory cgroup have left (docs/m
   cgroup's ``oom_kill`` count rose) runs again once, ahead of every other waiter, when a peak
   of 1.25 times what it held at its death fits (a step that can never fit runs once nothing
   else holds a claim, as any too-big step does).  An earlier version waited for nothing of
-  ours to hold a claim: in a CUTLASS build at -j32 in 31.5 GiB on 16 cores, three sm_90a
-  ciccs killed on a first build then ran one after another on an idle machine for 130 s
-  (270 s against 157 s learned, 2026-11-24).
+  ours to hold a claim, and the killed steps then ran one after another on an idle machine
+  (docs/benchmarks.md).
 
 Nothing here runs on the hot path when memory is plentiful: a check lists one directory, sums
 the claims' names and reads ``/proc/meminfo`` and the cgroup's files at most every
@@ -44,7 +43,6 @@ the claims' names and reads ``/proc/meminfo`` and the cgroup's files at most eve
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -60,8 +58,9 @@ from .headroom import (
     read_machine,
     this_process_cgroups,
 )
-from .memory_files import BudgetFiles, PeerPeaks, budget_directory, claim_key, parse_claim
+from .memory_files import BudgetFiles, budget_directory, claim_key, parse_claim
 from .memory_observation import LiveUsage
+from .memory_peaks import RAISE_AT, ExpectedPeaks
 from .pool_files import Claim
 
 
@@ -93,14 +92,10 @@ class MemoryBudget:
     starts (:meth:`reserve`), tells it when one ends (:meth:`release`), and asks it whether a
     failed command was killed for memory (:meth:`out_of_memory`).  The admission is here; its
     files are :class:`.memory_files.BudgetFiles`', what running steps hold
-    :class:`.memory_observation.LiveUsage`'s."""
+    :class:`.memory_observation.LiveUsage`'s, what each step is expected to reach
+    :class:`.memory_peaks.ExpectedPeaks`'."""
 
     SAMPLE_EVERY = 0.1  # seconds between reads of /proc/meminfo and the cgroup's files
-    RAISE_AT = 1.1  # a claim or a posted peak is raised once a step holds this much more
-    # A kind no step has ended yet is expected at this many times its per-tool guess: CUTLASS's
-    # sm_90a ciccs reach 3-5 GB against the 800 MB default, and sixteen of them admitted on it
-    # together grew past 31.5 GiB and were stopped for 27 s each (16 cores, 2026-11-25).
-    GUESS_MARGIN = 4
     GAP = 0.5  # the longest gap between two holds that counts as one memory wait
 
     def __init__(
@@ -115,10 +110,7 @@ class MemoryBudget:
         self.directory = directory
         self.files = BudgetFiles(directory)
         self.live = LiveUsage()
-        self.peaks = list(peaks)  # task -> expected peak in bytes
-        # task -> (tool, arch), for peers' peaks, as the peak files name them
-        self.kinds = [tuple(re.sub(r"[^\w.+-]", "_", part) for part in kind) for kind in kinds]
-        self.learned = learned  # task -> whether its peak came from history
+        self.expected = ExpectedPeaks(directory, peaks=peaks, kinds=kinds, learned=learned)
         self.cgroups = list(this_process_cgroups() if cgroups is None else cgroups)
         levels = [level for level in map(read_level, self.cgroups) if level is not None]
         self._oom_kills = sum(level.oom_kills for level in levels)
@@ -136,7 +128,6 @@ class MemoryBudget:
         self._denied: dict[int, float] = {}  # task -> when it was last held back
         self._waited: dict[int, float] = {}  # task -> seconds held back, summed
         self._seen: dict[int, int] = {}  # task -> what its running step held when last observed
-        self._peer_peaks = PeerPeaks(directory)
 
     @property
     def headroom(self) -> Headroom:
@@ -149,18 +140,8 @@ class MemoryBudget:
                 f" claims in {self.directory}")  # fmt: skip
 
     def need(self, task_id: int) -> int:
-        """The peak ``task_id`` is expected to reach: learned; else its peers' (the last one of
-        its kind that ended, or more if a running one holds more); else, while no step of its
-        kind has ended, ``GUESS_MARGIN`` times the guess (up to a quarter of the limit: in a
-        small cgroup the guess alone is near it already), or more if a running one holds more."""
-        peak = self.peaks[task_id]
-        if self.learned[task_id]:
-            return peak
-        kind = self.kinds[task_id]
-        peer = self._peer_peaks.read().get(kind, 0)
-        if self._peer_peaks.ended(kind):
-            return peer
-        return max(peer, peak, min(peak * self.GUESS_MARGIN, self._headroom.limit // 4))
+        """The peak ``task_id`` is expected to reach (:meth:`.memory_peaks.ExpectedPeaks.need`)."""
+        return self.expected.need(task_id, limit=self._headroom.limit)
 
     def reserve(self, task_id: int, *, now: float) -> bool:
         """May ``task_id`` start now?  If so its peak is claimed until :meth:`release`."""
@@ -203,12 +184,8 @@ class MemoryBudget:
         self._evicted.pop(task_id, None)
         if held is not None:
             held.claim.drop()
-        if rss_kb and task_id < len(self.kinds):
-            # Not below what a running step of its kind holds: a small one ending must not tell
-            # the next step of the kind to expect less than a big one already holds.
-            kind = self.kinds[task_id]
-            running = [size for t, size in list(self._seen.items()) if self.kinds[t] == kind]
-            self._peer_peaks.post(kind, max([rss_kb * 1024, *running]))
+        if rss_kb and task_id < len(self.expected.kinds):
+            self.expected.ended(task_id, rss_kb=rss_kb, running=list(self._seen.items()))
 
     def out_of_memory(self, task_id: int, returncode: int, *, rss_kb: int | None) -> bool:
         """Was this failure the kernel's OOM killer, and is the step worth one more run?
@@ -217,7 +194,7 @@ class MemoryBudget:
         after = self._evicted.pop(task_id, None)
         if after is not None:  # fast_nvcc.machine.pressure killed it: it runs again once that step ends
             self._after[task_id] = after
-            self._raise_peak(task_id, rss_kb)
+            self.expected.killed(task_id, rss_kb=rss_kb)
             return True
         if task_id in self._retried:
             return False
@@ -230,7 +207,7 @@ class MemoryBudget:
             return False
         self._retried.add(task_id)
         self._again.add(task_id)
-        self._raise_peak(task_id, rss_kb)
+        self.expected.killed(task_id, rss_kb=rss_kb)
         return True
 
     def observe(self, holding: Mapping[int, int]) -> None:
@@ -245,26 +222,15 @@ class MemoryBudget:
                 if task_id not in self._held:
                     continue  # ended meanwhile
                 self._seen[task_id] = size
-            if self.learned[task_id]:
-                self._raise_claim(task_id, size)
-                continue
-            kind = self.kinds[task_id]
-            if size > max(self._peer_peaks.read().get(kind, 0), self.peaks[task_id]) * self.RAISE_AT:
-                self._peer_peaks.post(kind, size, live=True)
-            self._raise_claim(task_id, max(size, self._peer_peaks.read().get(kind, 0)))
+            self._raise_claim(task_id, self.expected.grown(task_id, size))
 
     def _raise_claim(self, task_id: int, size: int) -> None:
         with self._stopped_lock:  # not while release() drops it
             held = self._held.get(task_id)
-            if held is None or size <= held.bytes * self.RAISE_AT:
+            if held is None or size <= held.bytes * RAISE_AT:
                 return
             with self.files.locked(), contextlib.suppress(FileNotFoundError):  # readers see one name
                 self._held[task_id] = _Held(self.files.raised(held.claim, size), size)
-
-    def _raise_peak(self, task_id: int, rss_kb: int | None) -> None:
-        if rss_kb:  # it held this much when it died: it needs more than that
-            self.peaks[task_id] = max(self.peaks[task_id], rss_kb * 1024 * 5 // 4)
-            self.learned = [*self.learned[:task_id], True, *self.learned[task_id + 1 :]]
 
     def evict(self, task_id: int, *, after: str) -> None:
         """``task_id`` is about to be killed to make room for the step whose claim key is

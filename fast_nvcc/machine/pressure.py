@@ -3,16 +3,16 @@
 The budget (:mod:`.memory`) starts a step when its expected peak fits.  On a first build the
 expectations are guesses: before the guess had a margin, every cicc started on the 800 MB
 default until a peer had posted a peak, CUTLASS's sm_90a ciccs grew to 3-5 GB, and steps
-admitted on guesses grew together past a 31.5 GiB cgroup; the kernel killed two of them, their
-work lost (16 cores, 2026-11-24).  A guess can always be wrong, so the guard watches what is
-free while steps run:
+admitted on guesses grew together past a cgroup's limit; the kernel killed two of them, their
+work lost (docs/benchmarks.md).  A guess can always be wrong, so the guard watches what is free
+while steps run:
 
 * **Stop.**  When what is free falls below the low-water mark (:func:`low_water`) and is still
   falling, this compile stops (SIGSTOP, its process group) its youngest running step, unless
   that is the oldest running step of the machine: the oldest always goes on, so the build
   always makes progress.  At most one step a tick per compile.  A stopped step keeps its
   memory but takes no more, and while any step of the machine is stopped no new one starts
-  (:meth:`.MemoryBudget.reserve`).
+  (:meth:`.memory.MemoryBudget.reserve`).
 * **Make room.**  When everything but the machine's oldest step is stopped and what is free
   still falls, under half the mark, the youngest stopped step is killed (SIGKILL) and runs
   again once the oldest has ended.  The kernel would kill the biggest step, most often the
@@ -22,7 +22,7 @@ free while steps run:
   low-water mark is free again, or when nothing else runs: one a tick, oldest first.
 * **Tell the budget.**  While less than half the limit is free, every ``OBSERVE_EVERY`` the
   guard reads what this compile's steps hold and the budget raises their claims and their
-  kinds' peaks (:meth:`.MemoryBudget.observe`), so that fewer steps are admitted on guesses
+  kinds' peaks (:meth:`.memory.MemoryBudget.observe`), so that fewer steps are admitted on guesses
   that the running ones have already outgrown.
 
 Which steps run and which are stopped, and since when, is in the budget's directory, shared

@@ -190,8 +190,7 @@ class PoolSlots(Slots):
         self.marks = os.path.join(directory, "marks")
         self.size = max(1, size)
         # At most a fifth more commands than cores: 3 on 16 cores, none below 5 cores, where a
-        # full ninja usually holds nothing back and over-subscribing costs more (2 cores,
-        # 2 CUTLASS compiles at -j2, 2026-11-23: 3 extras made the build 9-16% slower).
+        # full ninja usually holds nothing back and over-subscribing costs more (docs/benchmarks.md).
         self.drain_extras = self.size // self.DRAIN_SHARE
         self.description = f"machine-wide pool of {self.size} slots in {directory}"
         self.board = RequestBoard(os.path.join(directory, "requests"))
@@ -216,9 +215,8 @@ class PoolSlots(Slots):
         steps take their turn by rank like extra ones.  Rule 1 is for compiles that have run
         nothing; when every compile has started (ninja -j above the compile count, or no build
         tool), keeping a slot between steps only because it was the compile's first one left
-        each compile one step at a time: a first CUTLASS build at -j32 on 16 cores ran 19
-        compiles' steps one after another for 60 s while no extra step could start, and the
-        longest compile's host side ran after its 94 s cicc (2026-11-24)."""
+        each compile one step at a time, with idle cores no extra step could take
+        (docs/benchmarks.md)."""
         if not self._started:
             return False
         if self._saturated is None:
@@ -253,8 +251,8 @@ class PoolSlots(Slots):
         if self.board.first_steps_waiting():
             return False  # a compile waits for its first step: it goes first (rule 1)
         # A fifth of the pool for the whole machine, not for each compile: as "nearest its end"
-        # passes from compile to compile, drains of a fifth each kept 25-31 commands running on
-        # 16 cores for the first 40 s of a first CUTLASS build (2026-11-23), each cicc slower.
+        # passes from compile to compile, drains of a fifth each crowded the cores, each cicc
+        # slower (docs/benchmarks.md).
         return len(live(self.marks, "extra-drain-")) < self.drain_extras
 
     # -- slots ---------------------------------------------------------------------------
@@ -275,7 +273,7 @@ class PoolSlots(Slots):
         for slot in locked:
             self.locks.unlock(slot)
         # However many compiles arrive while extra steps run: tying the overflow to the count of
-        # extras left compiles waiting 1.5-1.8 s at ninja -j32 on 16 cores (2026-11-22).
+        # extras left arriving compiles waiting for their first step (docs/benchmarks.md).
         if first and live(self.marks, "extra-"):
             self._take(_Hold(slot=None, mark=self._mark("over")))
             return True
@@ -311,10 +309,8 @@ class PoolSlots(Slots):
     def claimed(self, priority: float) -> bool:
         """As outranked, except that a step which started over the pool's size (while it was
         full) keeps its mark until it ends: once as many slots are free as such steps run,
-        nobody runs beyond the size any more.  In TE's whole library, scaled_activation.cu's
-        cicc, host compile and ptxas ran over from 15 to 295 s; counted as over for all that
-        time, they kept every split step near one core also from 240 to 295 s, when 8-14 steps
-        ran on 16 cores (2026-11-25)."""
+        nobody runs beyond the size any more.  Counted as over for all their time, such steps
+        kept every split step near one core while cores were idle (docs/benchmarks.md)."""
         if self._waits_before(priority):
             return True
         over = len(live(self.marks, "over-"))

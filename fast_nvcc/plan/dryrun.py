@@ -129,14 +129,6 @@ class Step:
     def label(self) -> str:
         return " ".join(part for part in (str(self.index), self.tool, self.arch) if part)
 
-    @property
-    def stdout_target(self) -> str | None:
-        """Where the step's stdout goes; None for nvcc's own stdout."""
-        for redirect in self.redirects:
-            if redirect.fd == 1:
-                return redirect.target
-        return None
-
 
 @dataclass(frozen=True, slots=True)
 class Plan:

@@ -1,10 +1,10 @@
 """``--split N``: nvcc's ``--split-compile N`` added to the compiles the user names.
 
 An opt-in for users who accept nvcc's split output: cicc and ptxas then optimize in N threads,
-which the pool widens onto idle cores while the step runs (:mod:`.core_grants`).  The objects
-are exactly those of ``nvcc --split-compile N`` for the same command line: the flag depends on
-the command line and the patterns only, never on timing or history.  N=0 (nvcc's "every CPU")
-is refused: it would make the object depend on the machine.
+which the pool widens onto idle cores while the step runs (:mod:`fast_nvcc.run.core_grants`).
+The objects are exactly those of ``nvcc --split-compile N`` for the same command line: the flag
+depends on the command line and the patterns only, never on timing or history.  N=0 (nvcc's
+"every CPU") is refused: it would make the object depend on the machine.
 
 * ``--split N`` / ``FAST_NVCC_SPLIT=N``: every compile of a CUDA source;
 * ``--split-sources PATTERNS`` / ``FAST_NVCC_SPLIT_SOURCES``: only sources matching one of the

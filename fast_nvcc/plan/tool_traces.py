@@ -109,8 +109,8 @@ def pid_of(step: Step) -> int:
 def trace_files(argv) -> list[str]:
     """The trace files a cicc of :func:`add_tool_traces` writes (``--device-time-trace PATH``).
     A run stopped to be run again may leave one half-written, and the ptxas after the new run
-    then reads what it finds there: "... not in expected format", exit 255 (once in the suite,
-    2026-11-25).  The runner removes them first."""
+    then reads what it finds there: "... not in expected format", exit 255 (docs/benchmarks.md).
+    The runner removes them first."""
     return [argv[i + 1] for i, word in enumerate(argv[:-1]) if word == "--device-time-trace"]
 
 

@@ -1,4 +1,4 @@
-"""A cicc or ptxas step written the way sccache runs it (:mod:`.remote`).
+"""A cicc or ptxas step written the way sccache runs it (:mod:`.sccache`).
 
 Why cicc runs in a staging directory: sccache keys cicc on its arguments, and nvcc's argv
 names temp files (``--include_file_name tmpxft_<pid>..._k.fatbin.c``, ``--module_id_file_name

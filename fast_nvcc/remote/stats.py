@@ -1,4 +1,4 @@
-"""What became of the steps fast_nvcc sent to sccache (:mod:`.remote`).
+"""What became of the steps fast_nvcc sent to sccache (:mod:`.sccache`).
 
 What sccache did with each step is not in its reply, only in its statistics: after each step
 the runner reads ``sccache --show-stats`` and charges the change to the steps that finished

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..graph.tasks import RUNS_TOOL
-from .run_report import RunReport
+from .run_report import RunReport, StepReport
 
 
 LOG_SCHEMA_VERSION = 1
@@ -31,6 +31,8 @@ def log_record(
     reason: str | None = None,
     report: RunReport | None = None,
 ) -> dict[str, Any]:
+    """One invocation's line: what it ran and how that ended; with the ``report`` of a run, the
+    run's own fields too."""
     record: dict[str, Any] = {
         "version": LOG_SCHEMA_VERSION,
         "time": started,
@@ -48,62 +50,73 @@ def log_record(
     if reason:
         record["reason"] = reason
     if report is not None:
-        record["jobs"] = report.jobs
-        record["run_start"] = report.started_at
-        record["critical_path_seconds"] = round(report.critical_path_seconds, 6)
-        record["first_step_wait_seconds"] = round(report.first_step_wait_seconds, 6)
-        record["slot_wait_seconds"] = round(report.slot_wait_seconds, 6)
-        record["memory_wait_seconds"] = round(report.memory_wait_seconds, 6)
-        record["memory_stopped_seconds"] = round(report.memory_stopped_seconds, 6)
-        counts = report.cache_counts()
-        if counts:
-            record["cache"] = {
-                "hits": sum(h for h, _ in counts.values()),
-                "misses": sum(m for _, m in counts.values()),
-                "tools": {tool: {"hits": h, "misses": m} for tool, (h, m) in counts.items()},
-            }
-        remote = report.remote_counts()
-        if remote:
-            sent = [s for s in report.steps if s.remote is not None]
-            record["remote"] = {
-                "launcher": "sccache",
-                "outcomes": remote,
-                "seconds": round(sum(s.seconds for s in sent), 6),
-                "waited_seconds": round(sum(s.waited for s in sent), 6),
-            }
-        failed = report.failed_guesses()
-        if failed:
-            record["failed_guesses"] = {"steps": len(failed), "lost_seconds": round(sum(s.guess_lost for s in failed), 6)}
-        record["steps"] = [
-            {
-                "index": s.index,
-                "tool": s.tool,
-                "kind": s.kind,
-                "arch": s.arch,
-                "start": _round(s.start),
-                "end": _round(s.end),
-                "seconds": round(s.seconds, 6),
-                "cpu_seconds": _round(s.cpu_seconds),
-                "max_rss_kb": s.max_rss_kb,
-                "exit_code": s.exit_code,
-                "state": s.state,
-                "critical": s.critical,
-                "wait": _round(s.waited if s.start is not None else None),
-                "command": s.action in RUNS_TOOL,
-                "cached": s.cached,
-                **({"remote": s.remote} if s.remote is not None else {}),
-                **({"remote_note": s.remote_note} if s.remote_note else {}),
-                **({"over_pool": s.over_pool} if s.over_pool else {}),
-                **({"memory_wait": round(s.memory_waited, 6)} if s.memory_waited else {}),
-                **({"memory_stopped": round(s.memory_stopped, 6)} if s.memory_stopped else {}),
-                **({"memory_evicted": True} if s.memory_evicted else {}),
-                **({"oom_rerun": True} if s.oom_rerun else {}),
-                **({"guess_failed": s.guess_failed, "guess_lost": round(s.guess_lost, 6)} if s.guess_failed else {}),
-                **({"cores": s.cores, "cores_at": [[round(t, 6), n] for t, n in s.core_timeline]} if s.cores else {}),
-            }
-            for s in report.steps
-        ]
+        record.update(_run_fields(report))
     return record
+
+
+def _run_fields(report: RunReport) -> dict[str, Any]:
+    """What the run adds to the line: its job bound and waits, what the cache and sccache did,
+    the work failed guesses lost, and one entry per step."""
+    fields: dict[str, Any] = {
+        "jobs": report.jobs,
+        "run_start": report.started_at,
+        "critical_path_seconds": round(report.critical_path_seconds, 6),
+        "first_step_wait_seconds": round(report.first_step_wait_seconds, 6),
+        "slot_wait_seconds": round(report.slot_wait_seconds, 6),
+        "memory_wait_seconds": round(report.memory_wait_seconds, 6),
+        "memory_stopped_seconds": round(report.memory_stopped_seconds, 6),
+    }
+    counts = report.cache_counts()
+    if counts:
+        fields["cache"] = {
+            "hits": sum(h for h, _ in counts.values()),
+            "misses": sum(m for _, m in counts.values()),
+            "tools": {tool: {"hits": h, "misses": m} for tool, (h, m) in counts.items()},
+        }
+    remote = report.remote_counts()
+    if remote:
+        sent = [s for s in report.steps if s.remote is not None]
+        fields["remote"] = {
+            "launcher": "sccache",
+            "outcomes": remote,
+            "seconds": round(sum(s.seconds for s in sent), 6),
+            "waited_seconds": round(sum(s.waited for s in sent), 6),
+        }
+    failed = report.failed_guesses()
+    if failed:
+        fields["failed_guesses"] = {"steps": len(failed), "lost_seconds": round(sum(s.guess_lost for s in failed), 6)}
+    fields["steps"] = [_step_fields(s) for s in report.steps]
+    return fields
+
+
+def _step_fields(s: StepReport) -> dict[str, Any]:
+    """One step's entry; the fields of what did not happen to it are left out."""
+    return {
+        "index": s.index,
+        "tool": s.tool,
+        "kind": s.kind,
+        "arch": s.arch,
+        "start": _round(s.start),
+        "end": _round(s.end),
+        "seconds": round(s.seconds, 6),
+        "cpu_seconds": _round(s.cpu_seconds),
+        "max_rss_kb": s.max_rss_kb,
+        "exit_code": s.exit_code,
+        "state": s.state,
+        "critical": s.critical,
+        "wait": _round(s.waited if s.start is not None else None),
+        "command": s.action in RUNS_TOOL,
+        "cached": s.cached,
+        **({"remote": s.remote} if s.remote is not None else {}),
+        **({"remote_note": s.remote_note} if s.remote_note else {}),
+        **({"over_pool": s.over_pool} if s.over_pool else {}),
+        **({"memory_wait": round(s.memory_waited, 6)} if s.memory_waited else {}),
+        **({"memory_stopped": round(s.memory_stopped, 6)} if s.memory_stopped else {}),
+        **({"memory_evicted": True} if s.memory_evicted else {}),
+        **({"oom_rerun": True} if s.oom_rerun else {}),
+        **({"guess_failed": s.guess_failed, "guess_lost": round(s.guess_lost, 6)} if s.guess_failed else {}),
+        **({"cores": s.cores, "cores_at": [[round(t, 6), n] for t, n in s.core_timeline]} if s.cores else {}),
+    }
 
 
 def append_log(path: str, record: Mapping[str, Any]) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fast_nvcc.guess import host_split as hostsplit
+from fast_nvcc.guess import host_split
 
 from helpers import assert_same, compare, fast_nvcc_command, remove_files, run_tool
 
@@ -55,7 +55,7 @@ int use_after(int x) { return after(x); }
 
 
 def placeholder_of(real: str) -> str:
-    fatbin = hostsplit.parse(real)
+    fatbin = host_split.parse(real)
     assert fatbin is not None
     return fatbin.placeholder
 
@@ -63,38 +63,38 @@ def placeholder_of(real: str) -> str:
 def test_placeholder_keeps_all_but_the_data():
     real = fatbin_c(list(range(1, 10)))
     placeholder = placeholder_of(real)
-    assert placeholder is not None and placeholder.count(hostsplit.MARKER) == 1
+    assert placeholder is not None and placeholder.count(host_split.MARKER) == 1
     assert ".quad 0x" not in placeholder and "fatbinData[9]" in placeholder
-    assert hostsplit.parse("no data at all") is None
+    assert host_split.parse("no data at all") is None
     split = real.replace('\\n"\n".quad 0x0000000000000005', '\\n"\n/* gap */\n".quad 0x0000000000000005')
-    assert hostsplit.parse(split) is None  # data lines must be one block
+    assert host_split.parse(split) is None  # data lines must be one block
 
 
 def test_patch_refuses_anything_but_other_data():
     placeholder = placeholder_of(fatbin_c([1, 2, 3]))
     assembly = "a:\n.quad FAST_NVCC_FATBIN_DATA\n.text\n"
-    real = hostsplit.parse(fatbin_c([7] * 11))  # other data, other N: fine
+    real = host_split.parse(fatbin_c([7] * 11))  # other data, other N: fine
     seven = "0x0000000000000007"
-    assert hostsplit.patch(assembly, placeholder, real) == (
+    assert host_split.patch(assembly, placeholder, real) == (
         f"a:\n.quad {seven},{seven},{seven},{seven}\n.quad {seven},{seven},{seven},{seven}\n"
         f".quad {seven}, {seven}, {seven}\n.text\n"
     )
-    assert hostsplit.patch(assembly, placeholder, hostsplit.parse(fatbin_c([1], relocatable=True))) is None  # other text
-    assert hostsplit.patch("no marker\n", placeholder, real) is None
-    assert hostsplit.patch(assembly + assembly, placeholder, real) is None
-    assert hostsplit.patch("a: .quad FAST_NVCC_FATBIN_DATA\n", placeholder, real) is None  # not a line of its own
+    assert host_split.patch(assembly, placeholder, host_split.parse(fatbin_c([1], relocatable=True))) is None  # other text
+    assert host_split.patch("no marker\n", placeholder, real) is None
+    assert host_split.patch(assembly + assembly, placeholder, real) is None
+    assert host_split.patch("a: .quad FAST_NVCC_FATBIN_DATA\n", placeholder, real) is None  # not a line of its own
 
 
 def test_learned_template_is_keyed_by_the_fatbinary_and_its_options(tmp_path):
     tool = shutil.which("true")
-    a = hostsplit.template_path(str(tmp_path), [tool, "-64", "--embedded-fatbin=/t/a.fatbin.c"], path=None)
-    b = hostsplit.template_path(str(tmp_path), [tool, "-64", "--embedded-fatbin=/t/b.fatbin.c"], path=None)
-    c = hostsplit.template_path(str(tmp_path), [tool, "-64", "--device-c", "--embedded-fatbin=/t/b.fatbin.c"], path=None)
+    a = host_split.template_path(str(tmp_path), [tool, "-64", "--embedded-fatbin=/t/a.fatbin.c"], path=None)
+    b = host_split.template_path(str(tmp_path), [tool, "-64", "--embedded-fatbin=/t/b.fatbin.c"], path=None)
+    c = host_split.template_path(str(tmp_path), [tool, "-64", "--device-c", "--embedded-fatbin=/t/b.fatbin.c"], path=None)
     assert a == b != c
-    assert hostsplit.template_path(str(tmp_path), ["no-such-fatbinary"], path="/nonexistent") is None
+    assert host_split.template_path(str(tmp_path), ["no-such-fatbinary"], path="/nonexistent") is None
     real = fatbin_c([1, 2])
-    assert hostsplit.learn(a, hostsplit.parse(real)) and not hostsplit.learn(a, hostsplit.parse(fatbin_c([3, 4, 5])))  # same text
-    assert hostsplit.read_template(a) == placeholder_of(real)
+    assert host_split.learn(a, host_split.parse(real)) and not host_split.learn(a, host_split.parse(fatbin_c([3, 4, 5])))  # same text
+    assert host_split.read_template(a) == placeholder_of(real)
 
 
 @pytest.mark.skipif(GCC is None, reason="needs gcc")
@@ -110,10 +110,10 @@ def test_patched_assembly_gives_gcc_s_own_object(tmp_path, flags):
 
     placeholder = placeholder_of(fatbin_c([1]))  # learned from another compile
     (tmp_path / "x.fatbin.c").write_text(placeholder)
-    plan = hostsplit.driver_plan(argv, env=os.environ, cwd=str(tmp_path), assembly=str(tmp_path / "x.s"))
+    plan = host_split.driver_plan(argv, env=os.environ, cwd=str(tmp_path), assembly=str(tmp_path / "x.s"))
     assert plan is not None and os.path.basename(plan.cc1[0]) == "cc1plus"
     subprocess.run(plan.cc1, cwd=tmp_path, env=plan.env, check=True)
-    assembly = hostsplit.patch((tmp_path / "x.s").read_text(), placeholder, hostsplit.parse(real))
+    assembly = host_split.patch((tmp_path / "x.s").read_text(), placeholder, host_split.parse(real))
     assert assembly is not None
     (tmp_path / "x.s").write_text(assembly)
     subprocess.run(plan.assembler, cwd=tmp_path, env=plan.env, check=True)
@@ -125,9 +125,9 @@ def test_driver_plan_declines_what_it_cannot_mirror(tmp_path):
     (tmp_path / "x.cpp").write_text("int f() { return 1; }\n")
     assembly = str(tmp_path / "x.s")
     env = dict(os.environ)
-    assert hostsplit.driver_plan([GCC, "-c", "x.cpp", "-pipe"], env=env, cwd=str(tmp_path), assembly=assembly) is None
-    assert hostsplit.driver_plan([GCC, "-c", "-bogus", "x.cpp"], env=env, cwd=str(tmp_path), assembly=assembly) is None
-    assert hostsplit.driver_plan(["/nonexistent/gcc", "-c", "x.cpp"], env=env, cwd=str(tmp_path), assembly=assembly) is None
+    assert host_split.driver_plan([GCC, "-c", "x.cpp", "-pipe"], env=env, cwd=str(tmp_path), assembly=assembly) is None
+    assert host_split.driver_plan([GCC, "-c", "-bogus", "x.cpp"], env=env, cwd=str(tmp_path), assembly=assembly) is None
+    assert host_split.driver_plan(["/nonexistent/gcc", "-c", "x.cpp"], env=env, cwd=str(tmp_path), assembly=assembly) is None
 
 
 # A stub as cicc 13.0 writes it for a CUTLASS example (shortened): the sm_80 and sm_90a cicc
@@ -152,24 +152,24 @@ static void __cudaRegisterBinary(void (*f)(void **)) { static void *h; f(&h); }
 """
 
 
-def front_of(stub: str, printed: list[tuple[int, str]] = ()) -> hostsplit._Front:
-    return hostsplit._Front("", "", None, list(printed), stub.encode())
+def front_of(stub: str, printed: list[tuple[int, str]] = ()) -> host_split._Front:
+    return host_split._Front("", "", None, list(printed), stub.encode())
 
 
 def test_a_stub_holds_up_to_what_gcc_makes_no_code_of(tmp_path):
-    assert hostsplit._stub_holds(front_of(STUB), STUB.encode())
-    assert hostsplit._stub_holds(front_of(STUB), OTHER_ARCH_STUB.encode())
+    assert host_split._stub_holds(front_of(STUB), STUB.encode())
+    assert host_split._stub_holds(front_of(STUB), OTHER_ARCH_STUB.encode())
     # Anything else is another stub: a kernel more, other parameters, another order of code.
     for other in (STUB.replace("fill(float *__cuda_0)", "fill(float *__cuda_1)"),
                   STUB + "static void __device_stub__Z4morev(void);\n",
                   STUB.replace("__nv_dummy_param_ref(__T6849)", "__nv_dummy_param_ref(__T1)")):  # fmt: skip
-        assert not hostsplit._stub_holds(front_of(STUB), other.encode())
+        assert not host_split._stub_holds(front_of(STUB), other.encode())
     # A message of cc1plus might name what differs: only the same bytes hold then.
     (tmp_path / "warning.2").write_text("warning: ...")
     printed = [(2, str(tmp_path / "warning.2"))]
-    assert hostsplit._stub_holds(front_of(STUB, printed), STUB.encode())
-    assert not hostsplit._stub_holds(front_of(STUB, printed), OTHER_ARCH_STUB.encode())
-    assert not hostsplit._stub_holds(front_of(STUB), None)  # the last cicc wrote none
+    assert host_split._stub_holds(front_of(STUB, printed), STUB.encode())
+    assert not host_split._stub_holds(front_of(STUB, printed), OTHER_ARCH_STUB.encode())
+    assert not host_split._stub_holds(front_of(STUB), None)  # the last cicc wrote none
 
 
 @pytest.mark.skipif(GCC is None, reason="needs gcc")
@@ -234,14 +234,14 @@ def test_the_fatbinary_probe_redirects_every_output_or_declines():
     image, out = "/w/probe.ptx", "/w/probe.fatbin.c"
     plan = ["fatbinary", "-64", '--cicc-cmdline=-ftz=0 ', "--image3=kind=elf,sm=80,file=/t/a.cubin",
             "--image3=kind=ptx,sm=90a,file=/t/a.ptx", "--embedded-fatbin=/t/a.fatbin.c", "--device-c"]
-    assert hostsplit.probe_argv(plan, image=image, output=out) == ([
+    assert host_split.probe_argv(plan, image=image, output=out) == ([
         "fatbinary", "-64", '--cicc-cmdline=-ftz=0 ', f"--embedded-fatbin={out}", "--device-c",
         f"--image3=kind=ptx,sm=80,file={image}"], "80")
     created = [*plan, "--create=/t/a.fatbin"]
-    assert f"--create={out.removesuffix('.c')}" in hostsplit.probe_argv(created, image=image, output=out)[0]
-    assert hostsplit.probe_argv(plan[:-2], image=image, output=out) is None  # no .fatbin.c to learn from
-    assert hostsplit.probe_argv([*plan, "-o", "/t/x"], image=image, output=out) is None
-    assert hostsplit.probe_argv(plan[:3] + plan[5:], image=image, output=out) is None  # no image
+    assert f"--create={out.removesuffix('.c')}" in host_split.probe_argv(created, image=image, output=out)[0]
+    assert host_split.probe_argv(plan[:-2], image=image, output=out) is None  # no .fatbin.c to learn from
+    assert host_split.probe_argv([*plan, "-o", "/t/x"], image=image, output=out) is None
+    assert host_split.probe_argv(plan[:3] + plan[5:], image=image, output=out) is None  # no image
 
 
 @pytest.mark.nvcc
@@ -266,7 +266,7 @@ def test_split_that_cannot_hold_compiles_as_printed(nvcc, sources, tmp_path):
     result = compare(nvcc, args, cwd=sources, env=env, options=["--table", str(tmp_path / "b.csv")])
     assert_same(result)
     assert "cc1plus" in tools_in(tmp_path / "b.csv") and "as" not in tools_in(tmp_path / "b.csv")
-    assert hostsplit._same_but_size(template.read_text(), good)  # learned again from the real file
+    assert host_split._same_but_size(template.read_text(), good)  # learned again from the real file
     (sources / "w.o").unlink()
 
     result = compare(nvcc, args + ["-g"], cwd=sources, env=env, options=["--table", str(tmp_path / "c.csv")])

@@ -24,7 +24,8 @@ from fast_nvcc.report.log import log_record
 from fast_nvcc.report.run_report import build_report
 from fast_nvcc.report.summary import format_summary
 from fast_nvcc.report.trace import trace_events
-from fast_nvcc.run.scheduler import Internal, Runner
+from fast_nvcc.run.handlers import Internal
+from fast_nvcc.run.scheduler import Runner
 
 
 GIB = 1 << 30
@@ -364,7 +365,7 @@ def test_what_running_steps_hold_raises_their_claims_and_their_kinds_peak(tmp_pa
     assert claims() == [100, 400, 400, 400]
     mine.release(2, rss_kb=4 * 1024)  # a small one ends while 0 held 200 MiB at last sight
     assert peaks("peak") == [f"peak-cicc~compute_90a~{200 * MIB}"] and not peaks("live")
-    other._peer_peaks._read = -1.0  # (it reads the directory once a second)
+    other.expected.peers._read = -1.0  # (it reads the directory once a second)
     assert other.need(0) == 200 * MIB  # a peak known: no margin
     other.close()
     mine.close()
