@@ -1,8 +1,10 @@
 """One nvcc invocation, stage by stage: plan, graph, handlers, run, clean up, report, exit code.
 
-Each stage lives in its folder (``plan/``, ``graph/``, ...; docs/development.md has the map);
-the driver strings them together and owns the invocation's lifetime: its work directory, the
-signals while the graph runs, and the decision to hand the command line to nvcc unchanged.
+Each stage lives in its folder (``plan/``, ``graph/``, ...); the comments number them as
+docs/development.md's map does, in the order of imports rather than of calls (``learn/``, 6, is
+read before the graph).  The driver strings them together and owns the invocation's lifetime:
+its work directory, the signals while the graph runs, and the decision to hand the command line
+to nvcc unchanged.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from .cache.handlers import open_handlers
 from .graph.choose import choose_dag, mark_before_threads
@@ -20,6 +23,7 @@ from .graph.paths import priorities
 from .graph.tasks import Action, Dag
 from .learn.history import cache_directory
 from .learn.learned import Learned
+from .machine.cpus import usable_cpus
 from .machine.slots import slots_from_environment
 from .passthrough import run_unchanged
 from .plan import exit_codes, split_option
@@ -34,8 +38,14 @@ from .run.captures import same_output
 from .run.internal_steps import PlanInternal
 from .run.leftovers import make_workdir, remove_dead
 from .run.outputs import fresh_outputs, remove_partial_outputs, remove_temp_files, settle
-from .run.scheduler import Interrupted, Runner
-from .run.signals import Interruptions
+from .run.scheduler import Runner
+from .run.signals import Interrupted, Interruptions
+
+if TYPE_CHECKING:
+    from .cache.store import StepCache
+    from .remote.sccache import RemoteSteps
+    from .report.observer import StepObserver
+    from .run.task_records import RunResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +80,6 @@ class Config:
             print(f"fast_nvcc: {message}", file=sys.stderr, flush=True)
 
 
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def jobs_for(config: Config, env=os.environ) -> int:
     if config.sequential:
         return 1
@@ -85,7 +88,7 @@ def jobs_for(config: Config, env=os.environ) -> int:
     value = env.get("FAST_NVCC_JOBS", "")
     if value.isdigit() and int(value) > 0:
         return int(value)
-    return usable_cpus()
+    return len(usable_cpus())
 
 
 def run(config: Config, args: Sequence[str]) -> int:
@@ -111,7 +114,7 @@ def run(config: Config, args: Sequence[str]) -> int:
         from .report.writing import try_report
 
         try_report(lambda: write_plan_listing(invocation.plan, config.plan_listing), "--verbose")
-    remove_dead()  # what SIGKILLed compiles left in the temp directory
+    remove_dead()  # what SIGKILLed compiles left in the temp directory (4. run/leftovers.py)
     plan = invocation.plan
     owner = make_workdir(plan.temp_tag, {os.path.dirname(p) for p in plan.temp_paths})
     trace_value = requested_trace(invocation.effective)
@@ -119,6 +122,7 @@ def run(config: Config, args: Sequence[str]) -> int:
     if trace_value is not None or config.device_trace:
         plan, traces = add_tool_traces(plan, directory=owner.path, cwd=cwd, host=config.device_trace)
         invocation = replace(invocation, plan=plan)
+    # 6. learn: what earlier compiles of these sources taught, read before the graph it shapes
     learned = Learned.load(plan, [os.path.join(cwd, s) for s in invocation.sources])
     # 2. graph
     try:
@@ -140,29 +144,22 @@ def run(config: Config, args: Sequence[str]) -> int:
 
 def _run(config: Config, invocation: Invocation, dag: Dag, learned: Learned, *, workdir: str,
          traces: ToolTraces | None, trace_value: str | None, started: float) -> int:  # fmt: skip
-    """3-7: handlers, run, clean up, report, exit code."""
+    """After the graph: handlers, run, clean up, learn, report, exit code."""
     env, cwd, plan, say = os.environ, invocation.cwd, invocation.plan, config.say
     runner = None
     with Interruptions() as interruptions:
         try:
-            # 3. handlers: a cached or remote cicc or ptxas would write no trace, so with traces every step runs
+            # 7. cache and 8. remote: their handlers (5. guess/'s come with the graph's tasks)
             combine = same_output()
-            handlers, cache = {}, None
-            remote = None
-            if traces is None:
-                handlers, cache = open_handlers(config.cache, nvcc=invocation.nvcc, plan=plan, env=env, cwd=cwd,
-                                                workdir=workdir, combined_output=combine)  # fmt: skip
-                remote = open_for_invocation(config.remote, plan_env=plan.env, env=env, cwd=cwd, workdir=workdir, say=say)
-            if remote is not None:
-                dag = route_remote(dag, remote)
-                handlers[Action.REMOTE] = remote_handler(remote)
+            dag, handlers, cache, remote = _open_handlers(config, invocation, dag, workdir=workdir, combine=combine,
+                                                          traced=traces is not None)  # fmt: skip
             threaded = exit_codes.uses_threads(threads(invocation.effective))
             if threaded:
                 dag = mark_before_threads(dag, exit_codes.before_threads(plan))
-            # 4. run, on the machine's slots and memory
+            # 3. machine: the slots and the memory budget every compile on it shares
             jobs = jobs_for(config)
             costs = learned.task_costs(dag)
-            slots = slots_from_environment(env, pool_size=usable_cpus())
+            slots = slots_from_environment(env, pool_size=len(usable_cpus()))
             memory = learned.memory_budget(dag, costs)
             fresh = fresh_outputs(dag, cwd)
             say(f"{len(plan.steps)} steps, {len(dag.tasks)} tasks, {jobs} jobs, {slots.description}")
@@ -173,6 +170,7 @@ def _run(config: Config, invocation: Invocation, dag: Dag, learned: Learned, *, 
                 from .report.observer import StepObserver
 
                 observer = StepObserver(plan, config.save_dir)
+            # 4. run
             runner = Runner(
                 dag,
                 env=plan.env,
@@ -198,29 +196,15 @@ def _run(config: Config, invocation: Invocation, dag: Dag, learned: Learned, *, 
                     memory.close()
                 if cache is not None:
                     cache.close()
-            # 5. clean up: what nvcc would have left, with its exit code
+            # 4. clean up (run/outputs.py): what nvcc would have left, with its exit code
             result = settle(result, dag, plan, fresh, threaded=threaded, owners=learned.owners, cwd=cwd)
             if remote is not None:
                 conclude(remote, result.records)
+            # 6. learn: the measured costs and the guesses' outcomes, into the history
             learned.record(dag, result.records, cwd=cwd)
-            # 6. report
-            say_task_notes(dag, result.records, say)
-            returncode, collected = result.returncode, None
-            if traces is not None:
-                returncode, collected = finish_traces(plan, dag, result, traces, requested=trace_value, cwd=cwd,
-                                                      effective=invocation.effective, sources=invocation.sources,
-                                                      owners=learned.owners, started=started)  # fmt: skip
-            if remote is not None:
-                say_remote(remote, dag, result.records, say)
-            if config.wants_report:
-                from .report.writing import ReportOptions, write_reports
-
-                options = ReportOptions(config.graph, config.table, config.trace, config.summary, config.log)
-                write_reports(options, invocation, dag, result, jobs=jobs, observer=observer, started=started,
-                              mode="sequential" if config.sequential else "dag",
-                              tool_events=collected.tool_events if collected and config.device_trace else None)  # fmt: skip
-            # 7. exit code
-            return returncode
+            # 9. report, and the exit code
+            return _report(config, invocation, dag, result, remote=remote, traces=traces, trace_value=trace_value,
+                           jobs=jobs, observer=observer, owners=learned.owners, started=started)  # fmt: skip
         except Interrupted as exc:
             if runner is not None:
                 remove_partial_outputs(runner.dag, runner.records, cwd=cwd, interrupted=True)
@@ -230,3 +214,43 @@ def _run(config: Config, invocation: Invocation, dag: Dag, learned: Learned, *, 
             if runner is not None:
                 runner.close()
             remove_temp_files(plan, workdir)
+
+
+def _open_handlers(config: Config, invocation: Invocation, dag: Dag, *, workdir: str, combine: bool,
+                   traced: bool) -> tuple[Dag, dict, StepCache | None, RemoteSteps | None]:  # fmt: skip
+    """The cache's handlers and sccache's, and the graph with the steps sccache takes routed to
+    it; the cache and sccache to close and conclude after the run.  None of them with device
+    traces: a cached or remote cicc or ptxas would write no trace, so every step runs here."""
+    if traced:
+        return dag, {}, None, None
+    env, cwd, plan = os.environ, invocation.cwd, invocation.plan
+    handlers, cache = open_handlers(config.cache, nvcc=invocation.nvcc, plan=plan, env=env, cwd=cwd,
+                                    workdir=workdir, combined_output=combine)  # fmt: skip
+    remote = open_for_invocation(config.remote, plan_env=plan.env, env=env, cwd=cwd, workdir=workdir, say=config.say)
+    if remote is not None:
+        dag = route_remote(dag, remote)
+        handlers[Action.REMOTE] = remote_handler(remote)
+    return dag, handlers, cache, remote
+
+
+def _report(config: Config, invocation: Invocation, dag: Dag, result: RunResult, *, remote: RemoteSteps | None,
+            traces: ToolTraces | None, trace_value: str | None, jobs: int, observer: StepObserver | None,
+            owners: dict[int, str], started: float) -> int:  # fmt: skip
+    """The -v notes, the tools' traces, sccache's account and the reports asked for; the exit
+    code, which a trace file that cannot be written makes 1."""
+    say_task_notes(dag, result.records, config.say)
+    returncode, collected = result.returncode, None
+    if traces is not None:
+        returncode, collected = finish_traces(invocation.plan, dag, result, traces, requested=trace_value,
+                                              effective=invocation.effective, sources=invocation.sources,
+                                              owners=owners, cwd=invocation.cwd, started=started)  # fmt: skip
+    if remote is not None:
+        say_remote(remote, dag, result.records, config.say)
+    if config.wants_report:
+        from .report.writing import ReportOptions, write_reports
+
+        options = ReportOptions(config.graph, config.table, config.trace, config.summary, config.log)
+        write_reports(options, invocation, dag, result, jobs=jobs, observer=observer, started=started,
+                      mode="sequential" if config.sequential else "dag",
+                      tool_events=collected.tool_events if collected and config.device_trace else None)  # fmt: skip
+    return returncode

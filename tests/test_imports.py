@@ -198,3 +198,10 @@ def test_every_folder_is_a_stage():
 def test_no_folder_imports_a_later_stage():
     wrong = imports_up(build_import_graph(PACKAGE))
     assert not wrong, "imports against the stages' order: " + ", ".join(wrong)
+
+
+def test_only_the_driver_runs_the_scheduler():
+    """Features plug in through run.handlers (Handler, TaskRun, RunView), never the Runner itself."""
+    graph = build_import_graph(PACKAGE)
+    users = sorted(module for module, imported in graph.items() if "fast_nvcc.run.scheduler" in imported)
+    assert users == ["fast_nvcc.driver"]

@@ -47,7 +47,8 @@ def open_cache(env: Mapping[str, str]) -> StepCache:
 def exec_handler(cache: StepCache, keys: KeyMaker, *, combined_output: bool):
     """A handler for plain commands that serves cacheable steps from ``cache`` and stores what
     they make; anything else runs as usual."""
-    from ..run.scheduler import Handler, State, TaskRun
+    from ..run.handlers import Handler, TaskRun
+    from ..run.task_records import State
 
     def run_cached(run: TaskRun) -> None:
         task, record = run.task, run.record
@@ -71,7 +72,7 @@ def exec_handler(cache: StepCache, keys: KeyMaker, *, combined_output: bool):
 
 
 class HostCache:
-    """The step cache for a split host compile (hostsplit.run_front/run_back): the front's
+    """The step cache for a split host compile (host_split.run_front/run_back): the front's
     assembly, keyed on what cc1plus reads (the placeholder in place of the .fatbin.c), and the
     object, keyed as an unsplit host compile's once the real .fatbin.c is there."""
 
@@ -121,7 +122,7 @@ class HostCache:
         return True
 
     def store_object(self, run) -> None:
-        from ..run.scheduler import State
+        from ..run.task_records import State
 
         prepared = self._prepared.get((run.task.id, "object"))
         if prepared is not None and run.record.state is State.DONE:
@@ -131,7 +132,7 @@ class HostCache:
 def host_handlers(cache: StepCache, keys: KeyMaker, *, combined_output: bool):
     """The split host compile's two tasks, with the step cache (see HostCache)."""
     from ..guess.host_split import run_back, run_front
-    from ..run.scheduler import Handler
+    from ..run.handlers import Handler
 
     host = HostCache(cache, keys, combined_output=combined_output)
     return {Action.HOST_FRONT: Handler(lambda run: run_front(run, host)),

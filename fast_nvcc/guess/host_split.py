@@ -41,7 +41,7 @@ from ..files import read_bytes, write_atomically
 from ..graph.host_compile import stub_path
 from ..graph.tasks import Action
 from ..plan.shellwords import split_words
-from ..run.scheduler import Handler, TaskRun
+from ..run.handlers import Handler, TaskRun
 from ..run.task_records import StepFailed
 
 STUB_DIFFERS = "its stub differs from the one it started from"
@@ -308,7 +308,7 @@ def run_back(run: TaskRun, cache=None) -> None:
 def _failed(run: TaskRun, why: str) -> str:
     """The split did not hold after its front compiled: what was thrown away, and why."""
     run.record.guess_failed = why
-    run.record.guess_lost = run.runner.records[run.task.front].seconds
+    run.record.guess_lost = run.record_of(run.task.front).seconds
     return why
 
 
@@ -367,8 +367,8 @@ def _stub_holds(front: _Front, stub: bytes | None) -> bool:
     """Did the front compile what the real stub would have given?  The same bytes; or, when
     cc1plus printed nothing, the same text up to what cicc's front end numbers or orders as
     it goes and gcc turns into no code: the register callback's parameter (``__T6849`` for
-    sm_80, ``__T32978`` for sm_90a) and the order of a run of typedefs (a CUTLASS example,
-    CUDA 13.0, 2026-11-23: the objects compiled from the two stubs were identical)."""
+    sm_80, ``__T32978`` for sm_90a) and the order of a run of typedefs (the objects compiled
+    from two such stubs were identical: docs/benchmarks.md)."""
     if stub is None or front.stub is None:
         return False
     if front.stub == stub:

@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING
 
 from ..files import read_bytes
 from ..graph.tasks import Action, Dag, Task
+from ..plan.tool_traces import trace_files
 from ..run.early_inputs import PID_PLACE, written
-from ..run.scheduler import Handler, TaskRun
+from ..run.handlers import Handler, TaskRun
 from ..run.task_records import State
 
 if TYPE_CHECKING:
-    from ..run.scheduler import Runner
+    from ..run.handlers import RunView
 
 # An id that carries a process id: the hash of the first external definition's place taken by
 # a random part and the pid (cudafe++ and cicc, nvcc 13.0).
@@ -82,7 +83,7 @@ def id_template(module_id: bytes) -> str | None:
 
 
 class EarlyVerdicts:
-    """Watches the running ciccs that guessed their module_id, for :meth:`Runner.watch`."""
+    """Watches the running ciccs that guessed their module_id, for the scheduler's loop (:func:`fast_nvcc.run.handlers.feature_watches`)."""
 
     def __init__(self, dag: Dag, *, cwd: str) -> None:
         self.dag = dag
@@ -94,20 +95,20 @@ class EarlyVerdicts:
     def __bool__(self) -> bool:
         return bool(self._open)
 
-    def poll(self, runner: Runner) -> None:
-        pids = runner.processes.step_pids()
+    def poll(self, run: RunView) -> None:
+        pids = run.step_pids()
         self._pids.update(pids)
         for task_id in sorted(self._open):
             if task_id not in self._open:
                 continue  # judged with a sibling in this round
-            if runner.records[task_id].end is not None and not runner.processes.runs(task_id):
+            if run.record(task_id).end is not None and not run.running(task_id):
                 self._open.discard(task_id)  # ended first: its check compares
                 continue
             task = self.dag.tasks[task_id]
             check = self.dag.tasks[task.checked_by]
             writer = task.early[0]
             nvcc_path, own_path = (os.path.join(self.cwd, p) for p in check.module_ids)
-            writer_done = runner.records[writer].state is State.DONE
+            writer_done = run.record(writer).state is State.DONE
             nvcc_id = read_id(nvcc_path) if writer_done or written(nvcc_path, pids.get(writer)) else None
             if task.predicted_module_id is not None:
                 # Its id was written before it started; only nvcc's final one can tell.
@@ -121,7 +122,9 @@ class EarlyVerdicts:
                 same = [t for t in sorted(self._open) if why == PID and self._nvcc_path(t) == check.module_ids[0]]
                 for failed in same or [task_id]:
                     self._open.discard(failed)
-                    runner.redo(failed, printed(self.dag, self.dag.tasks[failed]), why=why)
+                    stopped = self.dag.tasks[failed]
+                    run.redo(failed, printed(self.dag, stopped), why=why,
+                             half_written=trace_files(stopped.step.argv))  # fmt: skip
             elif nvcc_id is not None and own_id is not None:
                 self._open.discard(task_id)  # the guess held
 
@@ -147,10 +150,10 @@ def run_check(run: TaskRun) -> None:
     # The cicc ran with another module_id (it ended before the ids could tell): its outputs
     # are wrong; redo it as nvcc would.
     run.record.reran = True
-    dag = run.runner.dag
+    dag = run.dag
     cicc = next((p for p in dag.preds[task.id] if dag.tasks[p].checked_by == task.id), None)
     if cicc is not None:
-        run.record.guess_lost = run.runner.records[cicc].seconds
+        run.record.guess_lost = run.record_of(cicc).seconds
         run.record.guess_failed = DIFFERS
     run.exec(task.rerun)
 

@@ -6,8 +6,8 @@ storage (local disk, Redis, S3, ...), and on a miss may run it on an sccache-dis
 Everything else stays on this machine.  All configuration (the cache, the scheduler, tokens)
 is sccache's own, read by its client server; fast_nvcc only runs ``sccache <tool> <argv>``.
 
-How a step is written for sccache is :mod:`.sccache_staging`'s; what became of it, read from
-sccache's statistics, is :mod:`.sccache_stats`'s.
+How a step is written for sccache is :mod:`.staging`'s; what became of it, read from
+sccache's statistics, is :mod:`.stats`'s.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ..errors import FastNvccError
 from ..files import read_bytes
 from ..graph.tasks import Action, Dag, Task
-from ..run.scheduler import Handler, TaskRun
+from ..run.handlers import Handler, TaskRun
 from ..run.task_records import Record
 from .staging import Staging
 from .stats import TOOLS, StatsLedger

@@ -12,7 +12,7 @@ from ..errors import FastNvccError
 from ..files import write_atomically
 from ..graph.paths import critical_path
 from ..graph.tasks import Action, Dag
-from ..run.scheduler import Record, State
+from ..run.task_records import Record, State
 
 
 class ReportError(FastNvccError):

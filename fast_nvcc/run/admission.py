@@ -1,5 +1,6 @@
 """Which ready task of a run may start now, and what a running one holds: one of the ``jobs``
-local slots (-j), a shared slot (make's jobserver or the machine-wide pool, :mod:`.slots`),
+local slots (-j), a shared slot (make's jobserver or the machine-wide pool,
+:mod:`fast_nvcc.machine.slots`),
 memory to spare, and a place among the tasks of handlers that run elsewhere (a capacity)."""
 
 from __future__ import annotations
@@ -47,10 +48,8 @@ class Admission:
         """May ``task`` start now?  Within -j, with a shared slot (the implicit one, one held and
         idle, or one newly granted by the jobserver or the pool), and with memory to spare.
 
-        A ``short`` step (expected well under a second: fatbinary, as) needs no shared slot:
-        made to wait its turn by rank behind other compiles' long steps, the fatbinary of the
-        build's last compile once waited 6 s for a slot after both its ptxas were done (2 cores,
-        light + heavy build, 2026-11-25), and the whole build with it."""
+        A ``short`` step (:mod:`fast_nvcc.graph.short`) needs no shared slot: a -j slot and
+        memory (the rule is :mod:`.dispatch`'s)."""
         self.refused = "slot"
         if not self._free_slots:
             return False

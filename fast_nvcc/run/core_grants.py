@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..machine.cpus import usable_cpus
 from ..machine.pool_files import SlotLocks
 
 if TYPE_CHECKING:
@@ -69,9 +70,8 @@ class Grant:
     threads: int  # N: more cores than threads would idle
     # Its rank: its remaining path through its compile, as its compile ranks its steps (scaled by
     # how far its steps overran their estimates, ready_queue.py); not less the time it has run,
-    # which on a first build takes a pole that overran its default estimate back to the rank
-    # of a light compile's step (TE's cast_grouped.cu took 138 s in a build that ranked so,
-    # 75 s alone: 16 cores, 2026-11-25; the build with this rank is yet to be measured).
+    # which would take a pole that overran its default estimate back to a light compile's rank
+    # (docs/benchmarks.md: a split step's rank).
     priority: float = 0.0
     cores: list[int] = field(default_factory=list)
     locked: set[int] = field(default_factory=set)  # those of ``cores`` we hold an flock on
@@ -116,7 +116,7 @@ class Grants:
         self.admission = admission
         self.now = now  # the run's clock, for each grant's timeline
         self.pin = pin  # (task, CPUs): hold the task's processes to those CPUs
-        self.cpus = sorted(_usable() if cpus is None else cpus)  # the CPUs a grant's cores name
+        self.cpus = sorted(usable_cpus() if cpus is None else cpus)  # the CPUs a grant's cores name
         self._running: dict[int, Grant] = {}
         self._yielded = time.monotonic()
         self.locks: SlotLocks | None = None
@@ -242,9 +242,3 @@ def hold(pid: int, cpus: frozenset[int]) -> None:
                 if os.sched_getaffinity(int(tid)) != cpus:
                     os.sched_setaffinity(int(tid), cpus)
 
-
-def _usable() -> set[int]:
-    try:
-        return os.sched_getaffinity(0)
-    except (AttributeError, OSError):
-        return set(range(os.cpu_count() or 1))

@@ -11,7 +11,8 @@ from ..plan import depfile
 from ..plan.dryrun import Step
 from ..plan.exit_codes import fatal_message
 from ..plan.nvcc_args import dependency_options
-from .scheduler import Internal, StepFailed
+from .handlers import Internal
+from .task_records import StepFailed
 
 
 class PlanInternal(Internal):

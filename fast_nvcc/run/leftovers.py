@@ -48,7 +48,7 @@ def make_workdir(temp_tag: str, temp_dirs: Iterable[str], directory: str | None 
     path = tempfile.mkdtemp(prefix=PREFIX, dir=directory)
     # Locked and written under a name no cleaner opens, then shown: a cleaner that could open
     # the owner file before its lock would take the compile for dead and remove its directory
-    # (8 compiles starting at once lost 41 of 3,200 directories that way, 2026-11-23).
+    # (docs/benchmarks.md: the work directory's owner file).
     unseen = os.path.join(path, OWNER + ".new")
     fd = os.open(unseen, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)

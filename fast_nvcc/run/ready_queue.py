@@ -17,24 +17,17 @@ class ReadyQueue:
     """Ready tasks, the longest remaining path through the compile first, then nvcc's order; and
     the work the compile has left (each task's expected seconds), scaled by its overrun."""
 
-    # A step that runs far past its estimate says its whole compile is heavier than guessed: on a
-    # first build the estimates are per-tool defaults, and one template-heavy source's cicc takes
-    # 96 s against the default's 8 (CUTLASS's 53_hopper_gemm_permute, 16 cores, 2026-11-23).
-    # The compile's waiting steps then ask the pool with their ranks times how much heavier
-    # (its host side no longer waits behind lighter compiles' device steps), and the work it has
-    # left is told times that too (it is not the compile nearest its end).  Short steps' times
-    # are mostly noise: a step counts once it is expected to take OVERRUN_FLOOR seconds or has
-    # run that long, against an estimate of at least OVERRUN_FLOOR.  The second half is for a
-    # ptxas (1.4 s by the defaults) that runs for minutes: TE's swiglu_grouped.cu's ran 206 s,
-    # 200 of them on one core while two better-ranked split ptxas took the idle cores, and
-    # ended the build (16 cores, 2026-11-26); its compile's rank had come from its cicc alone.
+    # A step that runs far past its estimate says its whole compile is heavier than guessed (on a
+    # first build the estimates are per-tool defaults): its waiting steps ask the pool with their
+    # ranks times that overrun, and its work left is told times that too.  A step counts once it
+    # is expected to take OVERRUN_FLOOR seconds or has run that long (a ptxas can run for
+    # minutes), against an estimate of at least OVERRUN_FLOOR: short steps' times are noise.
+    # (docs/benchmarks.md, "Measurements behind constants in the code": OVERRUN_FLOOR.)
     OVERRUN_FLOOR = 2.0
     RESCALE_EVERY = 0.25  # seconds
-    # Within the compile, the steps a long step feeds take longer by as much as it overran:
-    # a cicc's ptxas, cudafe++'s host compile.  On a first build the per-tool defaults rank the
-    # host compile (5.5 s) above a ptxas (1.4 s), and TE's swiglu_grouped.cu, whose cicc took
-    # 128 s, ran its 39 s host compile in the compile's own slot while its ptxas, 198 s and the
-    # build's last step, waited 39 s for a pool slot (16 cores, 2026-11-25).
+    # Within the compile, the steps a long step feeds take longer by as much as it overran: a
+    # cicc's ptxas, cudafe++'s host compile, which the per-tool defaults would rank the other
+    # way round (docs/benchmarks.md: FOLLOWERS).
     FOLLOWERS = {Kind.CICC: Kind.PTXAS, Kind.CUDAFE: Kind.HOST_COMPILE}
 
     def __init__(self, priorities: Sequence[float], *, work: Sequence[float] | None = None) -> None:
@@ -117,9 +110,8 @@ class ReadyQueue:
         """Look again (every RESCALE_EVERY seconds) at how far this compile's long steps ran
         past their estimates; True when the scale changed.  Until one of its long steps has
         started, a compile knows nothing of itself, and takes the median of what its peers on
-        the machine told ``slots`` (without it, a first CUTLASS build at -j32 on 16 cores ranked
-        the compiles whose ciccs had shown themselves heavy above one whose 59 s cicc had not
-        started, and that cicc waited until 76 s: 2026-11-24)."""
+        the machine told ``slots``, so that a cicc not yet started is not ranked below peers
+        already shown heavy (docs/benchmarks.md: the peers' scale)."""
         if self.work is None:
             return False
         if now - self._scaled_at < self.RESCALE_EVERY:

@@ -7,9 +7,13 @@ from __future__ import annotations
 import os
 import signal
 
-from .scheduler import Interrupted
-
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum
 
 
 class Interruptions:

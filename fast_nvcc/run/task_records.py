@@ -34,7 +34,7 @@ class Record:
     split: bool = False  # a host compile's back task that only had to assemble
     split_note: str = ""  # a host compile's back task: why it compiled as printed instead
     cached: bool | None = None  # True: a cache hit; False: a cacheable step that missed
-    remote: str | None = None  # sent to sccache: what became of it (sccache_stats.Outcome)
+    remote: str | None = None  # sent to sccache: what became of it (:class:`fast_nvcc.remote.stats.Outcome`)
     remote_note: str = ""  # why it ran here after all
     slot: int | None = None
     # A split step (-split-compile N, fast_nvcc.run.core_grants): (when, how many cores) its threads
@@ -48,6 +48,21 @@ class Record:
     dropped: bool = False  # an optional task that never started, was stopped, or did not help
     # Captured output: (fd, path) in the order to forward them.
     captures: list[tuple[int, str]] = field(default_factory=list)
+
+    def start_over(self, *, guess_failed: str = "") -> None:
+        """The task runs again: what its run so far printed and when it ran are thrown away.
+
+        After a failed guess (``guess_failed``: why) its seconds count as lost and its usage is
+        forgotten, since it ran another command.  After a kill for memory it ran the same
+        command: the CPU time it spent and the peak it reached stay counted."""
+        if guess_failed:
+            self.guess_failed = guess_failed
+            self.guess_lost += self.seconds
+            self.cpu_seconds = self.max_rss_kb = None
+        self.captures.clear()
+        self.start = self.end = self.returncode = None
+        self.memory_stopped = 0.0  # of the run that counts
+        self.state = State.SKIPPED
 
     @property
     def cores(self) -> int:

@@ -337,7 +337,7 @@ def test_split_host_compile_with_the_cache(nvcc, sources, tmp_path, cache_dir):
     )
     trap.write_text(template % 1)
     args = ["-c", "trap.cu", *ARCHS_2]
-    # The first compile with this cache directory teaches the placeholder (hostsplit.py).
+    # The first compile with this cache directory teaches the placeholder (guess/host_split.py).
     cached_compile(nvcc, sources, tmp_path, cache_dir, ["-c", "kernel.cu", "-Iinclude", "-arch=sm_80"], split=True)
     cold, tools = cached_compile(nvcc, sources, tmp_path, cache_dir, args, split=True)
     assert tools["cc1plus"] == (0, 1) and tools["as"] == (0, 1)  # split, and stored

@@ -5,7 +5,6 @@ process id and of one whose host split fails, each compiled twice."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -315,28 +314,27 @@ def test_a_critical_path_counts_cudafe_where_the_cicc_waited_for_it_and_not_wher
         assert all((cudafe.id in ran.preds[c.id]) is waits for c in ciccs), (way, failed)
 
 
-class _Processes:
-    def __init__(self, pids):
-        self.pids = pids
-
-    def step_pids(self):
-        return dict(self.pids)
-
-    def runs(self, task_id):
-        return task_id in self.pids
-
-
-class _Runner:
-    """What EarlyVerdicts.poll reads of a run, and the redo it asks for."""
+class _Run:
+    """What EarlyVerdicts.poll sees of a run (fast_nvcc.run.handlers.RunView), and the redo it asks for."""
 
     def __init__(self, dag, pids):
         from fast_nvcc.run.task_records import Record
 
+        self.dag = dag
         self.records = [Record(t.id) for t in dag.tasks]
-        self.processes = _Processes(pids)
+        self.pids = pids
         self.redone = {}
 
-    def redo(self, task_id, as_task, *, why):
+    def record(self, task_id):
+        return self.records[task_id]
+
+    def running(self, task_id):
+        return task_id in self.pids
+
+    def step_pids(self):
+        return dict(self.pids)
+
+    def redo(self, task_id, as_task, *, why, half_written=()):
         self.redone[task_id] = (as_task, why)
 
 
@@ -361,13 +359,13 @@ def _verdict_case(tmp_path):
 def test_the_early_verdict_stops_a_guess_the_ids_prove_wrong_and_changes_those_not_started(tmp_path):
     dag, cudafe, (first, second, third), nvcc_path, verdicts = _verdict_case(tmp_path)
     # cudafe++ (pid 5516) runs, the first cicc (pid 3696) too; the others wait for slots.
-    runner = _Runner(dag, {cudafe.id: 5516, first.id: 3696})
+    runner = _Run(dag, {cudafe.id: 5516, first.id: 3696})
     runner.records[first.id].start = 0.0
     verdicts.poll(runner)
     assert not runner.redone  # no id yet
     # cudafe++ ends with an id that carries its pid: every guess of the compile is wrong.
     nvcc_path.write_text("_9e7129fc_11_pidheavy_cu_5ee0b1f1_5516")
-    runner.processes.pids.pop(cudafe.id)
+    runner.pids.pop(cudafe.id)
     runner.records[cudafe.id].state = State.DONE
     verdicts.poll(runner)
     assert {t: why for t, (_, why) in runner.redone.items()} == {first.id: PID, second.id: PID, third.id: PID}

@@ -11,7 +11,7 @@ from fast_nvcc.learn.learned import measurements, source_of_steps, task_cost
 from fast_nvcc.graph.tasks import Action
 from fast_nvcc.learn.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, arch_weight, estimate, history_path
 from fast_nvcc.plan.dryrun import Kind
-from fast_nvcc.run.scheduler import Record, State
+from fast_nvcc.run.task_records import Record, State
 
 from helpers import fast_nvcc_command, run_tool
 from plans import dag_for, load, load_plan

@@ -111,7 +111,8 @@ from fast_nvcc.plan.dryrun import Kind, Step
 from fast_nvcc.report.log import log_record
 from fast_nvcc.report.run_report import build_report
 from fast_nvcc.report.summary import format_summary
-from fast_nvcc.run.scheduler import Internal, Runner
+from fast_nvcc.run.handlers import Internal
+from fast_nvcc.run.scheduler import Runner
 
 # Each step: [argv, the steps it needs, whether its 1 MiB peak is learned (else a guess)].
 pool, spec = sys.argv[1], json.loads(sys.argv[2])

@@ -358,7 +358,8 @@ sys.path.insert(0, {root!r})
 from fast_nvcc.graph.paths import priorities
 from fast_nvcc.graph.tasks import Action, Dag, Task
 from fast_nvcc.plan.dryrun import Kind, Step
-from fast_nvcc.run.scheduler import Internal, Runner
+from fast_nvcc.run.handlers import Internal
+from fast_nvcc.run.scheduler import Runner
 from fast_nvcc.machine.slots import PoolSlots
 seconds, costs, preds = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
 if len(sys.argv) > 4:  # start together: when the file is there
@@ -552,7 +553,8 @@ def test_a_compile_whose_step_overruns_its_estimate_asks_with_a_higher_rank(tmp_
     from fast_nvcc.graph.tasks import Action, Dag, Task
     from fast_nvcc.plan.dryrun import Kind, Step
     from fast_nvcc.run.ready_queue import ReadyQueue
-    from fast_nvcc.run.scheduler import Internal, Runner
+    from fast_nvcc.run.handlers import Internal
+    from fast_nvcc.run.scheduler import Runner
 
     class Asking(PoolSlots):
         def __init__(self, *args, **kwargs):
@@ -636,7 +638,8 @@ def test_a_compile_that_has_shown_nothing_asks_with_its_peers_scale(tmp_path, mo
     from fast_nvcc.graph.tasks import Action, Dag, Task
     from fast_nvcc.plan.dryrun import Kind, Step
     from fast_nvcc.run.ready_queue import ReadyQueue
-    from fast_nvcc.run.scheduler import Internal, Runner
+    from fast_nvcc.run.handlers import Internal
+    from fast_nvcc.run.scheduler import Runner
 
     class Asking(PoolSlots):
         def __init__(self, *args, **kwargs):
@@ -676,7 +679,8 @@ def test_the_log_says_which_steps_ran_over_the_pool_and_why(tmp_path):
     from fast_nvcc.graph.paths import priorities
     from fast_nvcc.graph.tasks import Action, Dag, Task
     from fast_nvcc.plan.dryrun import Kind, Step
-    from fast_nvcc.run.scheduler import Internal, Runner
+    from fast_nvcc.run.handlers import Internal
+    from fast_nvcc.run.scheduler import Runner
 
     def runner(slots, seconds):
         steps = [Step(index=i, text="", kind=Kind.OTHER, tool="sleep", argv=("sleep", s)) for i, s in enumerate(seconds)]

@@ -10,7 +10,8 @@ from fast_nvcc.graph.tasks import Action, Dag, Task
 from fast_nvcc.learn.history import DEFAULT_SECONDS
 from fast_nvcc.plan.dryrun import Kind, Step
 from fast_nvcc.run.ready_queue import ReadyQueue
-from fast_nvcc.run.scheduler import Internal, Runner
+from fast_nvcc.run.handlers import Internal
+from fast_nvcc.run.scheduler import Runner
 from fast_nvcc.machine.slots import Slots
 from fast_nvcc.run.task_records import Record, State
 

@@ -10,7 +10,9 @@ import psutil
 from fast_nvcc.graph.paths import priorities
 from fast_nvcc.graph.tasks import Action, Dag, Task
 from fast_nvcc.plan.dryrun import Kind, Step
-from fast_nvcc.run.scheduler import Handler, Internal, Runner, State
+from fast_nvcc.run.handlers import Handler, Internal
+from fast_nvcc.run.scheduler import Runner
+from fast_nvcc.run.task_records import State
 
 from tasks import overlap, sh_task
 

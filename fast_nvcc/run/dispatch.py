@@ -1,0 +1,96 @@
+"""Which ready tasks start now: the scheduler's one decision per turn, as a function of what is
+ready and what the machine offers.
+
+The ready tasks come best first (the longest remaining path, then nvcc's order:
+:mod:`.ready_queue`).  Each starts as soon as the machine offers it room (:class:`Offer`: a -j
+slot, a shared slot, memory; :mod:`.admission`), in that order, until one is refused:
+
+* **After a failure** nvcc would have stopped: a task after the failed one in nvcc's order is
+  discarded, never started.
+* **A kind of task at its capacity** (it runs elsewhere, at most so many at once) waits, and
+  everything behind it.
+* **An optional task** (it only ever helps, on idle cores) refused room is dropped rather than
+  kept waiting: by the time it would start, its help would come too late.
+* **A task refused room** waits, and the tasks ranked behind it wait behind it, except the
+  **short** ones (:mod:`fast_nvcc.graph.short`): they need no shared slot, only a -j slot and
+  memory, so they start behind it.  Made to wait for a slot by rank, a compile's last fatbinary
+  would hold its whole compile back for the length of another compile's step.
+
+The offer is asked as the decision is made, since every task started takes room from the next;
+the tests give it made-up room (tests/run/test_dispatch.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A ready task, as the decision sees it."""
+
+    task_id: int
+    order: tuple[int, int, int]  # its place in nvcc's order
+    short: bool = False  # expected well under a second, and takes only a -j slot when short
+    optional: bool = False
+
+
+class Offer(Protocol):
+    """The room the machine offers the run now; each task started takes its share at once."""
+
+    @property
+    def free(self) -> bool:
+        """Is a -j slot free (so that a refusal was the shared slots' or memory's)?"""
+
+    def at_capacity(self, task_id: int) -> bool:
+        """Do as many tasks of ``task_id``'s kind run elsewhere as that kind allows?"""
+
+    def take(self, task_id: int, *, short: bool) -> bool:
+        """Room for ``task_id`` to start now (a ``short`` one: without a shared slot)?  True
+        takes it."""
+
+
+@dataclass(slots=True)
+class Turn:
+    """What one turn decided."""
+
+    start: list[int] = field(default_factory=list)  # in the order they took their room
+    dropped: list[int] = field(default_factory=list)  # optional tasks refused room
+    discarded: list[int] = field(default_factory=list)  # tasks after the failure
+    waits: bool = False  # a task waits for room, -j's included
+    blocked: bool = False  # ... for a shared slot, memory or a capacity (not only -j)
+
+
+def dispatch(ready: Sequence[Ready], offer: Offer, *, failed: tuple[int, int, int] | None = None) -> Turn:
+    """Which of ``ready`` (best first) start now; ``failed``: the failed task's place in nvcc's
+    order, if one failed."""
+    turn = Turn()
+    for index, task in enumerate(ready):
+        if failed is not None and task.order > failed:
+            turn.discarded.append(task.task_id)
+        elif offer.at_capacity(task.task_id):
+            turn.waits = turn.blocked = True
+            return turn
+        elif offer.take(task.task_id, short=task.short):
+            turn.start.append(task.task_id)
+        elif task.optional:
+            turn.dropped.append(task.task_id)
+        else:
+            turn.waits, turn.blocked = True, offer.free
+            turn.start += _short_behind(ready[index + 1 :], offer, failed=failed)
+            return turn
+    return turn
+
+
+def _short_behind(ready: Sequence[Ready], offer: Offer, *, failed: tuple[int, int, int] | None) -> list[int]:
+    """The short tasks among ``ready`` (behind one that waits) that start now anyway."""
+    started = []
+    for task in ready:
+        if not task.short or (failed is not None and task.order > failed) or offer.at_capacity(task.task_id):
+            continue
+        if not offer.take(task.task_id, short=True):
+            break  # no -j slot or no memory left
+        started.append(task.task_id)
+    return started

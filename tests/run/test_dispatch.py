@@ -1,0 +1,81 @@
+"""Which ready tasks start in a turn (fast_nvcc.run.dispatch), on made-up room: no process."""
+
+from __future__ import annotations
+
+import pytest
+
+from fast_nvcc.run.dispatch import Ready, Turn, dispatch
+
+
+class Room:
+    """Made-up room: ``jobs`` -j slots, ``shared`` shared slots (a short task needs none), and
+    the tasks whose kind is at its capacity."""
+
+    def __init__(self, *, jobs: int = 8, shared: int = 8, full: tuple[int, ...] = ()) -> None:
+        self.jobs, self.shared, self.full = jobs, shared, set(full)
+        self.taken: list[tuple[int, bool]] = []
+
+    @property
+    def free(self) -> bool:
+        return self.jobs > 0
+
+    def at_capacity(self, task_id: int) -> bool:
+        return task_id in self.full
+
+    def take(self, task_id: int, *, short: bool) -> bool:
+        if not self.jobs or not (short or self.shared):
+            return False
+        self.jobs -= 1
+        self.shared -= not short
+        self.taken.append((task_id, short))
+        return True
+
+
+def ready(*specs: str) -> list[Ready]:
+    """Tasks 0, 1, ... best first, each in nvcc's order by its id: "long", "short" or "optional"."""
+    return [Ready(i, (0, i, 0), short=spec == "short", optional=spec == "optional") for i, spec in enumerate(specs)]
+
+
+@pytest.mark.parametrize(
+    "specs, room, failed, expected",
+    [
+        # Room for all: they start best first.
+        (("long", "long", "short"), Room(), None, Turn(start=[0, 1, 2])),
+        # -j bounds them: the rest wait, and no shared slot is to blame.
+        (("long", "long", "long"), Room(jobs=2), None, Turn(start=[0, 1], waits=True, blocked=False)),
+        # No shared slot for the second: it waits for one, and so does the long one behind it.
+        (("long", "long", "long"), Room(shared=1), None, Turn(start=[0], waits=True, blocked=True)),
+        # ... but a short one behind it starts, within -j (until -j is full).
+        (("long", "long", "short", "long", "short", "short"), Room(jobs=3, shared=1), None,
+         Turn(start=[0, 2, 4], waits=True, blocked=True)),  # fmt: skip
+        # A short one first, refused for want of a -j slot, waits like any other.
+        (("short", "short"), Room(jobs=0), None, Turn(waits=True, blocked=False)),
+        # An optional task refused room is dropped, not kept waiting; the next one may go.
+        (("optional", "short"), Room(shared=0), None, Turn(start=[1], dropped=[0])),
+        (("optional", "long"), Room(shared=0), None, Turn(dropped=[0], waits=True, blocked=True)),
+        # A kind at its capacity waits, and everything behind it, short ones too.
+        (("long", "short"), Room(full=(0,)), None, Turn(waits=True, blocked=True)),
+        # After a failure, the tasks after it in nvcc's order are discarded, the earlier ones run.
+        (("long", "long", "long"), Room(), (0, 1, 0), Turn(start=[0, 1], discarded=[2])),
+        # ... and a short task after the failure does not start behind a waiting one.
+        (("long", "long", "short", "short"), Room(shared=1), (0, 2, 0),
+         Turn(start=[0, 2], waits=True, blocked=True)),  # fmt: skip
+    ],
+)
+def test_dispatch(specs, room, failed, expected):
+    assert dispatch(ready(*specs), room, failed=failed) == expected
+
+
+def test_a_short_task_takes_no_shared_slot_and_a_long_one_does():
+    room = Room(jobs=4, shared=1)
+    turn = dispatch(ready("long", "long", "short"), room)
+    assert turn.start == [0, 2]
+    assert room.taken == [(0, False), (2, True)]  # the refused long one took nothing
+
+
+def test_each_start_takes_room_from_the_next():
+    """The offer is asked in order, as the decision is made: a task started takes its share
+    before the next one is asked."""
+    room = Room(jobs=2)
+    assert dispatch(ready("long", "long", "long"), room).start == [0, 1]
+    assert dispatch(ready("long"), room) == Turn(waits=True, blocked=False)
