@@ -110,14 +110,19 @@ BUILDS = {
     # nvcc as is), the reference of the split objects, and fast_nvcc, no cost history.
     "nvcc-split": Build("nvcc-split", "nvcc --split-compile N", launcher=True, split=True, plain=True),
     "fast_nvcc-split": Build("fast_nvcc-split", "fast_nvcc --split N, no cost history", launcher=True, split=True),
+    "fast_nvcc-split-learned": Build("fast_nvcc-split-learned", "fast_nvcc --split N, costs learned from the build before",
+                                     launcher=True, split=True),  # fmt: skip
 }
 # A group's builds share one fast_nvcc state directory (history, pool) and run in this order;
 # a single build key is a group of its own, and fast_nvcc-learned alone keeps the state that an
 # earlier fast_nvcc-cold left in --work.
 GROUPS = {"nvcc": ["nvcc"], "fast_nvcc": ["fast_nvcc-cold", "fast_nvcc-learned"]}
 # What a variant's objects are compared with.
-REFERENCE = {"fast_nvcc-split": "nvcc-split"}
-STATE_GROUP = {"fast_nvcc-cold": "fast_nvcc", "fast_nvcc-learned": "fast_nvcc"}
+REFERENCE = {"fast_nvcc-split": "nvcc-split", "fast_nvcc-split-learned": "nvcc-split"}
+STATE_GROUP = {"fast_nvcc-cold": "fast_nvcc", "fast_nvcc-learned": "fast_nvcc",
+               "fast_nvcc-split": "split", "fast_nvcc-split-learned": "split"}  # fmt: skip
+# A learned build, and the cold build whose costs it learns from.
+LEARNS_FROM = {"fast_nvcc-learned": "fast_nvcc-cold", "fast_nvcc-split-learned": "fast_nvcc-split"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,11 +361,11 @@ def prepare_state(key: str, state: Path, *, keys: Sequence[str], history: Path |
     """The fast_nvcc state directory for ``key``, and where a learned build's costs come from:
     the cold build of this run, the state an earlier run left in --work (a machine kept warm
     between two calls), else the costs a cold build exported to ``history`` (a fresh machine)."""
-    if key != "fast_nvcc-learned":
+    if key not in LEARNS_FROM:
         shutil.rmtree(state, ignore_errors=True)
         state.mkdir(parents=True)
         return ""
-    if "fast_nvcc-cold" in keys:
+    if LEARNS_FROM[key] in keys:
         return "from this run's cold build"
     if (state / "cache").is_dir():
         return f"from the state left in {state}"
@@ -368,7 +373,7 @@ def prepare_state(key: str, state: Path, *, keys: Sequence[str], history: Path |
         state.mkdir(parents=True, exist_ok=True)
         run_history("import", history, state=state, root=root)
         return f"imported from {history.name}"
-    raise SystemExit(f"te_build: fast_nvcc-learned needs a fast_nvcc-cold build's state in {state} or its --history file")
+    raise SystemExit(f"te_build: {key} needs a {LEARNS_FROM[key]} build's state in {state} or its --history file")
 
 
 def run_builds(keys: Sequence[str], *, patterns: Sequence[str], sources: Sources, archs: str, jobs: int, nvcc: str,

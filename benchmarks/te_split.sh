@@ -12,6 +12,9 @@
 #      compile visible at once). They share one work directory, so that their objects compare
 #      (a module_id's hash follows the directory): run them in calls that follow each other
 #      within the device's 30 idle seconds. Each step's FAST_NVCC_LOG is kept in logs-STEP/.
+#   5. the seven long sources alone (a build where every compile is long): seven-split
+#      (fast_nvcc --split 16, first build, then learned), seven-nvcc (plain nvcc), seven-nvcc-split
+#      (nvcc --split-compile 16, the split objects' reference).
 # The whole series outlasts one device call (10 minutes): run some STEPS per call in the
 # foreground (`sh benchmarks/te_split.sh $OUT "subset-split subset-nvcc"`, about 8 minutes), or
 # the whole series in the background,
@@ -35,6 +38,9 @@ cd "$repo" || exit 1
 # The subset's split build splits its long poles only, as `fast_nvcc analyze` advises.
 split_sources=${SPLIT_SOURCES:-*_grouped.cu}
 full_split_sources=${FULL_SPLIT_SOURCES:-*_grouped.cu,scaled_activation.cu,quantize_transpose_vector_blockwise_fp4.cu,fused_topk_with_score_function.cu}
+# The seven long sources alone, a build where every compile is long (te_build.py's patterns are
+# substrings of the sources' paths).
+seven='_grouped.cu scaled_activation.cu quantize_transpose_vector_blockwise_fp4.cu fused_topk_with_score_function.cu'
 subset='cast/cast_grouped.cu normalization/*/*_kernel.cu multi_tensor/ fused_softmax/ recipe/ transpose/cast_transpose.cu
 swizzle/ util/ dropout/ fused_rope/ permutation/ common.cu'
 run() {
@@ -57,6 +63,9 @@ for step in $steps; do
         cast-split) run "$step" cast --variants fast_nvcc-split --sources cast/cast_grouped.cu ;;
         cast-nvcc) run "$step" cast --variants nvcc --sources cast/cast_grouped.cu ;;
         adam) run "$step" adam --variants nvcc-split,fast_nvcc-split --sources multi_tensor/adam.cu ;;
+        seven-split) run "$step" seven --variants fast_nvcc-split,fast_nvcc-split-learned --split-sources "$full_split_sources" --sources $seven ;;
+        seven-nvcc) run "$step" seven --variants nvcc --sources $seven ;;
+        seven-nvcc-split) run "$step" seven --variants nvcc-split --split-sources "$full_split_sources" --sources $seven ;;
         quick) run "$step" quick --variants nvcc-split,fast_nvcc-split --sources util/padding.cu ;;
         full-nvcc) run "$step" full --variants nvcc --sources '*' ;;
         full-split) run "$step" full --variants fast_nvcc-split --split-sources "$full_split_sources" --sources '*' ;;

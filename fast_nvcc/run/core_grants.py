@@ -7,9 +7,14 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
 
 * **A split step starts on one core**, like any step, and its threads are held to it (their CPU
   affinity), so that N threads do not crowd out the other compiles' steps early in a build.
-* **The grant widens while it runs**, one core per free slot: each extra core is one more shared
-  slot (:mod:`.admission`), asked for at the step's rank (its compile's remaining path from it).  So when compiles
-  end and slots fall idle, the long poles of the build get them first, up to N.
+* **The grant widens while its threads want cores**, one core per free slot: each extra core is
+  one more shared slot (:mod:`.admission`), asked for at the step's rank (its compile's remaining
+  path from it).  A split step's threads are not all busy all the time: cicc runs its front end
+  in one thread and only then optimizes in N, so a grant follows the threads that run or wait
+  for a core (:func:`runnable_threads`): when compiles end and slots fall idle, the long poles
+  of the build get them first, up to N, while they can use them.
+* **Cores follow use**: cores beyond the step's runnable threads, three looks in a row
+  (:func:`idle`), go back at once, so that no ready step waits for a core nothing runs on.
 * **It narrows again**, one core at a time, when a step of its own compile waits for a slot, or
   when the pool has a better-ranked waiter (a compile's first step, a longer path): a step on one
   core comes before a second core for anyone.
@@ -20,7 +25,8 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   two split steps of the machine are not held to the same core; unpinned steps go wherever the
   kernel puts them.  Where every core is held already, it shares one.
 
-The rules are :func:`narrowing` and :func:`widening_order` (unit-tested with made-up numbers);
+The rules are :func:`idle`, :func:`narrowing` and :func:`widening_order` (unit-tested with made-up
+numbers);
 :class:`Grants` applies them to a run, and :func:`hold` sets a process tree's affinity.
 """
 
@@ -77,10 +83,38 @@ class Grant:
     locked: set[int] = field(default_factory=set)  # those of ``cores`` we hold an flock on
     again: int = 0  # polls left to hold its threads again (threads made while we held them)
     timeline: list[tuple[float, int]] = field(default_factory=list)  # (when, cores) at each change
+    runnable: int | None = None  # its threads running or waiting for a core at the last look (None: unknown)
+    idle_looks: int = 0  # looks in a row that found it holding more cores than it wants
 
     @property
     def width(self) -> int:
         return len(self.cores)
+
+    @property
+    def want(self) -> int:
+        """The cores its threads would use now: one per runnable thread, from one up to its
+        threads (all of them while unknown)."""
+        if self.runnable is None:
+            return self.threads
+        return max(1, min(self.threads, self.runnable))
+
+    def look(self, runnable: int | None) -> None:
+        """What its threads do now (:func:`runnable_threads`; None: it has no live process)."""
+        if runnable is None:
+            return
+        self.runnable = runnable
+        self.idle_looks = self.idle_looks + 1 if self.want < self.width else 0
+
+
+# Looks in a row (a tenth of a second apart) that find a step's threads using fewer cores than it
+# holds before the rest go back: a thread that blocks for a moment keeps its core.
+IDLE_LOOKS = 3
+
+
+def idle(grants: Iterable[Grant]) -> list[tuple[Grant, int]]:
+    """The cores to give back because nothing runs on them: each step's cores beyond what its
+    threads have wanted for IDLE_LOOKS looks in a row, and how many."""
+    return [(g, g.width - g.want) for g in grants if g.width > g.want and g.idle_looks >= IDLE_LOOKS]
 
 
 def narrowing(grants: Iterable[Grant], *, ours_waiting: bool, outranked: Callable[[float], bool]) -> Grant | None:
@@ -97,9 +131,9 @@ def narrowing(grants: Iterable[Grant], *, ours_waiting: bool, outranked: Callabl
 
 
 def widening_order(grants: Iterable[Grant]) -> list[Grant]:
-    """The steps that could use another core, in the order they ask for one: the longest
+    """The steps whose threads want another core, in the order they ask for one: the longest
     remaining path first, then the narrowest."""
-    return sorted((g for g in grants if g.width < g.threads), key=lambda g: (-g.priority, g.width, g.task_id))
+    return sorted((g for g in grants if g.width < g.want), key=lambda g: (-g.priority, g.width, g.task_id))
 
 
 class Grants:
@@ -150,12 +184,17 @@ class Grants:
         self._drop_core(grant)
         return grant
 
-    def poll(self, *, ours_waiting: bool, priority_of: Callable[[int], float]) -> None:
-        """Once per turn of the run's loop: give one core back, or take the free ones."""
+    def poll(self, *, ours_waiting: bool, priority_of: Callable[[int], float],
+             runnable_of: Callable[[int], int | None] | None = None) -> None:  # fmt: skip
+        """Once per turn of the run's loop: give idle cores back, and one more core if asked
+        to, or take the free ones the threads want.  ``runnable_of``: a step's runnable threads
+        (:func:`runnable_threads`); without it every step wants all its threads."""
         if not self._running:
             return
         for grant in self._running.values():
             grant.priority = priority_of(grant.task_id)
+            if runnable_of is not None:
+                grant.look(runnable_of(grant.task_id))
         changed: list[Grant] = []
         if not self.admission.slots.short_steps_free and time.monotonic() - self._yielded >= self.YIELD_SECONDS:
             self._yielded = time.monotonic()  # (short_steps_free: the pool, which ranks its waiters)
@@ -167,6 +206,12 @@ class Grants:
                     changed.append(grant)
             self._pin(changed)
             return
+        for grant, count in idle(self._running.values()):
+            for _ in range(count):
+                self._drop_core(grant)
+                self.admission.narrow()
+            grant.idle_looks = 0
+            changed.append(grant)
         give_back = narrowing(self._running.values(), ours_waiting=ours_waiting,
                               outranked=self.admission.slots.claimed)  # fmt: skip
         if give_back is not None:
@@ -175,11 +220,11 @@ class Grants:
             changed.append(give_back)
         elif not ours_waiting:
             for grant in widening_order(self._running.values()):
-                while grant.width < grant.threads and self.admission.widen(grant.priority):
+                while grant.width < grant.want and self.admission.widen(grant.priority):
                     self._add_core(grant)
                     if grant not in changed:
                         changed.append(grant)
-                if grant.width < grant.threads:
+                if grant.width < grant.want:
                     break  # no slot for the best-ranked: none for those behind it either
         self._pin(changed)
 
@@ -219,6 +264,34 @@ class Grants:
 
     def cpus_of(self, grant: Grant) -> frozenset[int]:
         return frozenset(self.cpus[c] for c in grant.cores)
+
+
+def runnable_threads(pid: int) -> int | None:
+    """How many threads of the process tree ``pid`` leads run or wait for a core now (state R);
+    None when it has ended."""
+    import psutil
+
+    try:
+        leader = psutil.Process(pid)
+        processes = [leader, *leader.children(recursive=True)]
+    except psutil.Error:
+        return None
+    count = 0
+    for process in processes:
+        try:
+            threads = os.listdir(f"/proc/{process.pid}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                with open(f"/proc/{process.pid}/task/{tid}/stat", "rb") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            # The state follows the command name, which may hold spaces and parentheses.
+            if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"R":
+                count += 1
+    return count
 
 
 def hold(pid: int, cpus: frozenset[int]) -> None:

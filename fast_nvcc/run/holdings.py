@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..graph.tasks import Task
 from ..machine.slots import Slots, pool_directory
 from .admission import Admission
-from .core_grants import Grants, split_threads
+from .core_grants import Grants, runnable_threads, split_threads
 from .dispatch import Turn
 from .handlers import Handler
 from .processes import Processes
@@ -114,8 +114,9 @@ class Holdings:
         self.admission.release_idle()
         if self.grants and self.now() - self._grants_polled >= self.GRANTS_POLL:
             self._grants_polled = self.now()
-            self.grants.poll(ours_waiting=turn.waits and self.admission.refused == "slot",
-                             priority_of=self.priority_of)  # fmt: skip
+            pids = self.processes.step_pids()
+            self.grants.poll(ours_waiting=turn.waits and self.admission.refused == "slot", priority_of=self.priority_of,
+                             runnable_of=lambda task_id: runnable_threads(pids[task_id]) if task_id in pids else None)  # fmt: skip
 
     def guard(self) -> PressureGuard | None:
         """Steps are stopped rather than lost when memory runs short (fast_nvcc.machine.pressure)."""

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from fast_nvcc.run.admission import Admission
-from fast_nvcc.run.core_grants import Grant, Grants, narrowing, split_threads, widening_order
+from fast_nvcc.run.core_grants import Grant, Grants, idle, narrowing, runnable_threads, split_threads, widening_order
 from fast_nvcc.errors import FastNvccError
 from fast_nvcc.graph.tasks import Action, Task
 from fast_nvcc.plan.dryrun import Kind, Step
@@ -69,6 +69,32 @@ def test_the_longest_remaining_path_asks_first_and_a_full_step_not_at_all():
     c = Grant(3, 2, priority=500.0, cores=[3, 4])  # has its two cores
     d = Grant(4, 8, priority=100.0, cores=[5, 6])  # a tie: the narrower one first
     assert widening_order([a, b, c, d]) == [b, a, d]
+
+
+def test_a_step_wants_a_core_per_runnable_thread_and_idle_cores_go_back_after_three_looks():
+    grant = Grant(1, 8, priority=100.0, cores=[0, 1, 2, 3])
+    assert grant.want == 8  # not looked at yet: all its threads
+    grant.look(1)  # cicc's front end: one thread
+    assert grant.want == 1 and idle([grant]) == []
+    grant.look(1)
+    grant.look(1)
+    assert idle([grant]) == [(grant, 3)]  # three looks in a row: its three idle cores go back
+    grant.look(6)  # its threads optimize: it wants more, and the count of idle looks starts over
+    assert grant.want == 6 and grant.idle_looks == 0 and idle([grant]) == []
+    grant.look(None)  # no live process at this look: what was known stands
+    assert grant.want == 6
+    grant.look(20)  # threads of its children too, but never more cores than its own threads
+    assert grant.want == 8
+
+
+def test_only_a_step_whose_threads_want_more_cores_asks_for_one():
+    serial = Grant(1, 8, priority=300.0, cores=[0])
+    serial.look(1)
+    busy = Grant(2, 8, priority=100.0, cores=[1, 2])
+    busy.look(4)
+    full = Grant(3, 8, priority=200.0, cores=[3, 4])
+    full.look(2)
+    assert widening_order([serial, busy, full]) == [busy]
 
 
 class FreeSlots(Slots):
@@ -156,6 +182,52 @@ def test_a_step_of_its_own_compile_and_a_better_ranked_waiter_each_take_a_core_b
     assert len(pins[1]) == 3
     grants.close()
     assert slots.free == 2  # its own step's slot is the runner's to give back
+
+
+def test_cores_follow_the_threads_that_run(tmp_path):
+    """A split step on a free machine: one core while one thread runs (cicc's front end), as
+    many as its threads while they optimize, and back to one, three looks after they end."""
+    slots = FreeSlots(free=6)
+    admission, grants, pins = _grants(tmp_path, slots)
+    _running(admission, 1)
+    first = grants.start(1, 8, 100.0)  # its own step's core, which the runner pins
+    runnable = {1: 1}
+
+    def poll() -> None:
+        grants.poll(ours_waiting=False, priority_of=lambda _: 100.0, runnable_of=runnable.get)
+
+    poll()
+    assert len(pins.get(1, first)) == 1 and slots.free == 5  # no core for a thread that does not run
+    runnable[1] = 4
+    poll()
+    assert len(pins.get(1, first)) == 4 and slots.free == 2
+    runnable[1] = 1
+    poll()
+    poll()
+    assert len(pins.get(1, first)) == 4  # a moment's pause keeps the cores
+    poll()
+    assert len(pins.get(1, first)) == 1 and slots.free == 5  # the idle cores go back together
+    grant = grants.end(1)
+    assert [n for _, n in grant.timeline] == [1, 4, 1]
+    grants.close()
+
+
+def test_runnable_threads_counts_the_tree_that_runs():
+    busy = subprocess.Popen(["sh", "-c", "yes > /dev/null & yes > /dev/null & wait"], process_group=0)
+    asleep = subprocess.Popen(["sleep", "30"])
+    try:
+        deadline, seen = time.monotonic() + 10, 0
+        while seen < 2 and time.monotonic() < deadline:  # until both children have started
+            seen = max(seen, runnable_threads(busy.pid) or 0)
+            time.sleep(0.05)
+        assert seen == 2  # the two yes run or wait for a core; sh waits
+        assert runnable_threads(asleep.pid) == 0
+    finally:
+        os.killpg(busy.pid, 9)
+        asleep.kill()
+        busy.wait()
+        asleep.wait()
+    assert runnable_threads(asleep.pid) is None  # reaped: nothing to count
 
 
 def test_the_local_bound_limits_the_cores_a_run_takes(tmp_path):
