@@ -75,9 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
         "nvcc's split objects, cicc and ptxas on up to N idle cores (also FAST_NVCC_SPLIT=N)",
     )
     parser.add_argument(
-        "--split-sources", metavar="GLOB[,GLOB]",
+        "--split-sources", metavar="GLOB[,GLOB]|@FILE",
         help="--split only for sources matching one of these globs: a file name (*_grouped.cu), or a path"
-        " with a / (*/activation/*.cu) (also FAST_NVCC_SPLIT_SOURCES)",
+        " with a / (*/activation/*.cu); @FILE reads them from FILE, one a line, # comments (as analyze"
+        " --write-split writes it; relative to the current directory; no pattern: nothing split)"
+        " (also FAST_NVCC_SPLIT_SOURCES)",
     )
     reports = parser.add_argument_group("where the time goes (none of these changes the compile)")
     reports.add_argument(

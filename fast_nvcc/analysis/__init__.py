@@ -15,7 +15,8 @@ line; steps of the analysis, not stages of the package):
     device.py    sum_device_costs: templates, headers, functions from --device-trace; the
                  template what-if
     advice.py    advise: the compiles that set the floor, what --split or cutting a source
-                 would give it, the settings to use (the report's last table)
+                 would give it, the settings to use (the report's last table);
+                 split_file_text: --write-split's file
     report.py    format_text / format_markdown
     schema.py    json_report: the JSON schema, in one place
     plot.py      write_plot

@@ -25,6 +25,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ..plan.split_option import split_file
 from .records import Advice, Job, PoleAdvice, Step
 
 SPLIT_OVERHEAD = 0.10  # o: the split's extra work, a share of the parallel part
@@ -168,3 +169,17 @@ def _source_name(job: Job) -> str:
             return base[: -len(suffix)]
     return base
 
+
+def split_file_text(v: Advice) -> str:
+    """``--write-split``'s file: the sources split would shorten, one a line, under a ``#``
+    header that says what wrote it and the floor it predicts (``--split-sources @FILE``)."""
+    wrote = "written by fast_nvcc analyze --write-split"
+    if v.split_floor is None:
+        return split_file((), [f"{wrote}: no split advised (floor {v.floor:.1f} s); as"
+                               " --split-sources @FILE this splits no compile"])  # fmt: skip
+    return split_file(v.sources, [
+        f"{wrote}: split these {v.threads} ways, floor {v.floor:.1f} s -> {v.split_floor:.1f} s"
+        f" ({v.split_floor / v.floor:.2f} of now)",
+        f"use: fast_nvcc --split {v.threads} --split-sources @FILE"
+        f" (or FAST_NVCC_SPLIT={v.threads} FAST_NVCC_SPLIT_SOURCES=@FILE)",
+    ])  # fmt: skip

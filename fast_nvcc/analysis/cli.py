@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..arguments import positive_int
+from .advice import split_file_text
 from .load import load_build
 from .model import analyze
+from .output import write_atomically, write_text
 from .plot import check_plot_path, write_plot, write_template_plot
 from .records import AnalysisError, WhatIfRule
 from .report import format_markdown, format_text
@@ -38,6 +40,7 @@ class Options:
     build: int = -1
     what_if_templates: tuple[str, ...] = ()
     template_plot: str | None = None
+    write_split: str | None = None
 
 
 # -- the command line --------------------------------------------------------------------------
@@ -72,13 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="the build's job slots (default: the most jobs seen running at once)",
     )
-    parser.add_argument(
-        "--top",
-        type=positive_int,
-        default=10,
-        metavar="N",
-        help="how many long poles to list (10)",
-    )
+    parser.add_argument("--top", type=positive_int, default=10, metavar="N",
+                        help="how many long poles to list (10)")  # fmt: skip
     parser.add_argument(
         "--interval",
         type=_positive_float,
@@ -119,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace", metavar="FILE.json", help="the build as a Chrome trace, one lane per job slot"
     )
     parser.add_argument(
+        "--write-split", metavar="FILE",
+        help="write the sources the advice splits to FILE, one a line, for fast_nvcc --split-sources @FILE"
+        " (only a # header where it advises no split)",
+    )  # fmt: skip
+    parser.add_argument(
         "--build",
         type=_build_index,
         default=-1,
@@ -142,6 +145,7 @@ def parse_options(argv: Sequence[str]) -> Options:
         build=namespace.build,
         what_if_templates=tuple(namespace.what_if_templates),
         template_plot=namespace.template_plot,
+        write_split=namespace.write_split,
     )
 
 
@@ -165,6 +169,9 @@ def run(options: Options) -> str:
         write_trace(build, options.trace)
     if options.template_plot:
         write_template_plot(analysis, options.template_plot)
+    if options.write_split:
+        text = split_file_text(analysis.advice)
+        write_atomically(options.write_split, lambda tmp: write_text(tmp, text))
     if options.format == "json":
         return json.dumps(json_report(analysis), indent=1) + "\n"
     if options.format == "markdown":

@@ -9,7 +9,11 @@ depends on the command line and the patterns only, never on timing or history.  
 * ``--split N`` / ``FAST_NVCC_SPLIT=N``: every compile of a CUDA source;
 * ``--split-sources PATTERNS`` / ``FAST_NVCC_SPLIT_SOURCES``: only sources matching one of the
   comma-separated globs; a pattern with a ``/`` matches the source's absolute path (``*`` spans
-  folders), one without matches its file name (``*_grouped.cu``).
+  folders), one without matches its file name (``*_grouped.cu``);
+* ``--split-sources @FILE`` (also in the environment): the patterns from FILE, one per line
+  (commas allowed; blank lines and ``#`` lines ignored), as ``fast_nvcc analyze --write-split``
+  writes them (:func:`split_file`); a relative FILE is taken from this process's directory.
+  A file with no pattern splits no compile.
 
 A command line that sets ``--split-compile`` itself keeps its own.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Mapping, Sequence
 
 from ..errors import FastNvccError
@@ -27,16 +32,49 @@ from . import nvcc_args
 CUDA_SUFFIXES = (".cu", ".CU")
 
 
-def settings(split: int | None, sources: str | None, env: Mapping[str, str]) -> tuple[int | None, tuple[str, ...]]:
-    """The thread count and the patterns, from the options or else the environment."""
+def settings(split: int | None, sources: str | None, env: Mapping[str, str], *,
+             cwd: str | None = None) -> tuple[int | None, tuple[str, ...]]:  # fmt: skip
+    """The thread count and the patterns, from the options or else the environment; ``(None,
+    ())`` where an ``@FILE`` holds no pattern (no compile is split)."""
     if split is None and env.get("FAST_NVCC_SPLIT", "") != "":
         split = _count(env["FAST_NVCC_SPLIT"], "FAST_NVCC_SPLIT")
+    where = "--split-sources"
     if sources is None:
-        sources = env.get("FAST_NVCC_SPLIT_SOURCES") or None
-    patterns = tuple(p.strip() for p in (sources or "").split(",") if p.strip())
+        where, sources = "FAST_NVCC_SPLIT_SOURCES", env.get("FAST_NVCC_SPLIT_SOURCES") or None
+    lines = [sources or ""]
+    from_file = lines[0].startswith("@")
+    if from_file:
+        text = _read_file(lines[0][1:], where, cwd=os.getcwd() if cwd is None else cwd)
+        lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    patterns = tuple(p.strip() for line in lines for p in line.split(",") if p.strip())
     if patterns and split is None:
         raise FastNvccError("--split-sources (FAST_NVCC_SPLIT_SOURCES) needs --split N (FAST_NVCC_SPLIT)")
+    if from_file and not patterns:
+        return None, ()  # an empty list: nothing to split (an empty pattern list means "all")
     return split, patterns
+
+
+def _read_file(name: str, where: str, *, cwd: str) -> str:
+    path = os.path.join(cwd, name)  # an absolute name stays as it is
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise FastNvccError(f"{where} @{name}: cannot read {path}: {why}") from None
+
+
+def split_file(names: Sequence[str], header: Sequence[str]) -> str:
+    """The text of a ``--split-sources @FILE`` that names exactly these file names: the
+    ``header`` lines as ``#`` comments, then one pattern a line (what :func:`settings` reads)."""
+    return "".join(f"# {line}\n" for line in header) + "".join(f"{literal(name)}\n" for name in names)
+
+
+def literal(name: str) -> str:
+    """A pattern that matches ``name``: its glob characters and a leading ``#`` in brackets, as
+    fnmatch reads them (``a[1].cu`` -> ``a[[]1].cu``); a comma, which would part the line, ``?``."""
+    pattern = re.sub(r"([*?\[])", r"[\1]", name).replace(",", "?")
+    return f"[#]{pattern[1:]}" if pattern.startswith("#") else pattern
 
 
 def _count(text: str, where: str) -> int:

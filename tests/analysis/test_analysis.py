@@ -16,6 +16,7 @@ from conftest import TOOLCHAINS
 
 from fast_nvcc import analysis
 from fast_nvcc.analysis import advice
+from fast_nvcc.plan.split_option import matches, settings, with_split
 from fast_nvcc.analysis import (
     Bound,
     Job,
@@ -545,6 +546,7 @@ def test_plot_without_matplotlib(monkeypatch, tmp_path, capsys):
             ["log", "--trace", "no/such/dir/t.json"],
             "cannot write no/such/dir/t.json",
         ),
+        (ninja_log([(0, 1, "a")]), ["log", "--write-split", "no/such/dir/s.txt"], "cannot write no/such/dir/s.txt"),
         (ninja_log([(0, 1, "a")]), ["log", "--bogus"], "unrecognized arguments"),
         (None, ["."], "a directory without a .ninja_log"),
     ],
@@ -812,3 +814,44 @@ def test_only_the_compiles_that_would_still_end_after_the_new_floor_are_split(tm
     assert [p.source for p in v.poles] == ["relu_grouped.cu", "adam.cu"]
     assert v.sources == ("relu_grouped.cu",)
     assert v.split_floor == pytest.approx(v.poles[0].split_seconds)
+
+
+def test_write_split_writes_the_advised_sources_for_split_sources_to_read(tmp_path, capsys):
+    """The build above: relu_grouped.cu is advised, adam.cu not.  The file, read back as
+    ``--split-sources @FILE``, splits the one and not the other."""
+    records = [json.loads(line) for line in _pole_build(tmp_path).read_text().splitlines()]
+    middle = log_record(1000.0, 95.0, ["/b/adam.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 95.0)])
+    middle["sources"] = ["/src/multi_tensor/adam.cu"]
+    log = write_jsonl(tmp_path / "two.jsonl", [*records, middle])
+    v = analyze(load_build([str(log)]), slots=4).advice
+    written = tmp_path / "split-sources.txt"
+    code, out, err = run_main(capsys, log, "-j", "4", "--write-split", written)
+    assert (code, err) == (0, "") and "what to change" in out
+    lines = written.read_text().splitlines()
+    assert lines[0].startswith("# written by fast_nvcc analyze --write-split: split these 4 ways,")
+    assert f"floor 180.0 s -> {v.split_floor:.1f} s" in lines[0]
+    assert lines[1] == ("# use: fast_nvcc --split 4 --split-sources @FILE"
+                        " (or FAST_NVCC_SPLIT=4 FAST_NVCC_SPLIT_SOURCES=@FILE)")  # fmt: skip
+    assert lines[2:] == ["relu_grouped.cu"]
+    split, patterns = settings(4, f"@{written}", {})
+    assert (split, patterns) == (4, v.sources)
+    assert any(matches(p, "/src/activation/relu_grouped.cu") for p in patterns)
+    assert not any(matches(p, "/src/multi_tensor/adam.cu") for p in patterns)
+    env = {"FAST_NVCC_SPLIT": "4", "FAST_NVCC_SPLIT_SOURCES": f"@{written}"}
+    split, patterns = settings(None, None, env)
+    relu = with_split(["-c", "relu_grouped.cu"], split, patterns, env={}, cwd="/src/activation")
+    assert relu == ["-c", "relu_grouped.cu", "--split-compile", "4"]
+    adam = with_split(["-c", "adam.cu"], split, patterns, env={}, cwd="/src/multi_tensor")
+    assert adam == ["-c", "adam.cu"]
+
+
+def test_write_split_without_advice_writes_a_header_that_splits_nothing(tmp_path, capsys):
+    log = write_jsonl(tmp_path / "log.jsonl", [
+        log_record(1000.0 + i, 10.0, [f"/b/s{i}.o"], [("cicc", "cicc", "compute_90", 0.0, 10.0)]) for i in range(12)
+    ])  # fmt: skip
+    written = tmp_path / "split-sources.txt"
+    code, out, _ = run_main(capsys, log, "-j", "4", "--write-split", written)
+    assert code == 0 and "work-bound" in out
+    (line,) = written.read_text().splitlines()
+    assert line.startswith("# written by fast_nvcc analyze --write-split: no split advised (floor 30.0 s)")
+    assert settings(4, f"@{written}", {}) == (None, ())
