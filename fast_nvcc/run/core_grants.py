@@ -269,28 +269,19 @@ class Grants:
 def runnable_threads(pid: int) -> int | None:
     """How many threads of the process tree ``pid`` leads run or wait for a core now (state R);
     None when it has ended."""
-    import psutil
-
-    try:
-        leader = psutil.Process(pid)
-        processes = [leader, *leader.children(recursive=True)]
-    except psutil.Error:
+    threads = _tree_threads(pid)
+    if threads is None:
         return None
     count = 0
-    for process in processes:
+    for process, tid in threads:
         try:
-            threads = os.listdir(f"/proc/{process.pid}/task")
+            with open(f"/proc/{process}/task/{tid}/stat", "rb") as handle:
+                stat = handle.read()
         except OSError:
             continue
-        for tid in threads:
-            try:
-                with open(f"/proc/{process.pid}/task/{tid}/stat", "rb") as handle:
-                    stat = handle.read()
-            except OSError:
-                continue
-            # The state follows the command name, which may hold spaces and parentheses.
-            if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"R":
-                count += 1
+        # The state follows the command name, which may hold spaces and parentheses.
+        if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"R":
+            count += 1
     return count
 
 
@@ -298,20 +289,26 @@ def hold(pid: int, cpus: frozenset[int]) -> None:
     """Hold every thread of the process tree ``pid`` leads to ``cpus``.  Threads made while
     this runs keep the affinity of the thread that made them: the caller holds again a moment
     later."""
+    for _, tid in _tree_threads(pid) or ():
+        with contextlib.suppress(OSError, ValueError):
+            if os.sched_getaffinity(int(tid)) != cpus:
+                os.sched_setaffinity(int(tid), cpus)
+
+
+def _tree_threads(pid: int) -> list[tuple[int, str]] | None:
+    """(process, thread id) of every thread of the process tree ``pid`` leads; None when it has
+    ended."""
     import psutil
 
     try:
         leader = psutil.Process(pid)
         processes = [leader, *leader.children(recursive=True)]
     except psutil.Error:
-        return
+        return None
+    found = []
     for process in processes:
         try:
-            threads = os.listdir(f"/proc/{process.pid}/task")
+            found += [(process.pid, tid) for tid in os.listdir(f"/proc/{process.pid}/task")]
         except OSError:
             continue
-        for tid in threads:
-            with contextlib.suppress(OSError, ValueError):
-                if os.sched_getaffinity(int(tid)) != cpus:
-                    os.sched_setaffinity(int(tid), cpus)
-
+    return found
