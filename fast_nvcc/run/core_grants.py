@@ -25,17 +25,19 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   two split steps of the machine are not held to the same core; unpinned steps go wherever the
   kernel puts them.  Where every core is held already, it shares one.
 
-The rules are :func:`idle`, :func:`narrowing` and :func:`widening_order` (unit-tested with made-up
-numbers);
-:class:`Grants` applies them to a run, and :func:`hold` sets a process tree's affinity.
+The rules are :func:`idle`, :func:`narrowing` and :func:`widening_order` (unit-tested with
+made-up numbers); :class:`Grants` applies them to a run, :func:`runnable_threads` says what a
+step's threads want, and :func:`hold` sets a process tree's affinity.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -297,7 +299,36 @@ def hold(pid: int, cpus: frozenset[int]) -> None:
 
 def _tree_threads(pid: int) -> list[tuple[int, str]] | None:
     """(process, thread id) of every thread of the process tree ``pid`` leads; None when it has
-    ended."""
+    ended.  Each thread's ``children`` file names the processes it forked, so the walk reads the
+    tree's own files, not every process of the machine as psutil's children() does (this runs
+    for each split step ten times a second); psutil where the kernel has no such files."""
+    if not _children_files():
+        return _tree_threads_psutil(pid)
+    found: list[tuple[int, str]] = []
+    todo = [pid]
+    while todo:
+        process = todo.pop()
+        try:
+            threads = os.listdir(f"/proc/{process}/task")
+        except OSError:
+            if process == pid:
+                return None
+            continue
+        for tid in threads:
+            found.append((process, tid))
+            with contextlib.suppress(OSError, ValueError):
+                with open(f"/proc/{process}/task/{tid}/children", "rb") as handle:
+                    todo += [int(child) for child in handle.read().split()]
+    return found
+
+
+@functools.cache
+def _children_files() -> bool:
+    """Does this kernel have /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN)?"""
+    return os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children")
+
+
+def _tree_threads_psutil(pid: int) -> list[tuple[int, str]] | None:
     import psutil
 
     try:

@@ -216,11 +216,11 @@ def test_runnable_threads_counts_the_tree_that_runs():
     busy = subprocess.Popen(["sh", "-c", "yes > /dev/null & yes > /dev/null & wait"], process_group=0)
     asleep = subprocess.Popen(["sleep", "30"])
     try:
-        deadline, seen = time.monotonic() + 10, 0
-        while seen < 2 and time.monotonic() < deadline:  # until both children have started
-            seen = max(seen, runnable_threads(busy.pid) or 0)
-            time.sleep(0.05)
-        assert seen == 2  # the two yes run or wait for a core; sh waits
+        deadline = time.monotonic() + 10
+        while (runnable_threads(busy.pid) or 0) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)  # until both children have started (sh runs too while it forks)
+        time.sleep(0.2)
+        assert runnable_threads(busy.pid) == 2  # the two yes run or wait for a core; sh waits
         assert runnable_threads(asleep.pid) == 0
     finally:
         os.killpg(busy.pid, 9)
@@ -228,6 +228,24 @@ def test_runnable_threads_counts_the_tree_that_runs():
         busy.wait()
         asleep.wait()
     assert runnable_threads(asleep.pid) is None  # reaped: nothing to count
+
+
+def test_a_tree_is_walked_through_its_own_children_files_as_psutil_walks_it():
+    from fast_nvcc.run.core_grants import _children_files, _tree_threads, _tree_threads_psutil
+
+    tree = subprocess.Popen(["sh", "-c", "sleep 30 & (sleep 30 & wait) & wait"], process_group=0)
+    try:
+        deadline, walked = time.monotonic() + 10, []
+        while len({p for p, _ in walked}) < 4 and time.monotonic() < deadline:  # sh, sleep, sh, sleep
+            walked = _tree_threads(tree.pid) or []
+            time.sleep(0.05)
+        assert len({p for p, _ in walked}) == 4
+        assert set(walked) == set(_tree_threads_psutil(tree.pid) or [])
+        assert _children_files()  # else the walk above was psutil's, and this test proved nothing
+    finally:
+        os.killpg(tree.pid, 9)
+        tree.wait()
+    assert _tree_threads(tree.pid) is None and _tree_threads_psutil(tree.pid) is None
 
 
 def test_the_local_bound_limits_the_cores_a_run_takes(tmp_path):
