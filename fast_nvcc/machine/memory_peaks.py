@@ -26,7 +26,7 @@ class ExpectedPeaks:
         self.peaks = list(peaks)  # task -> expected peak in bytes
         # task -> (tool, arch), for peers' peaks, as the peak files name them
         self.kinds = [tuple(re.sub(r"[^\w.+-]", "_", part) for part in kind) for kind in kinds]
-        self.learned = learned  # task -> whether its peak came from history
+        self.learned = list(learned)  # task -> whether its peak came from history (our own copy)
         self.peers = PeerPeaks(directory)
 
     def need(self, task_id: int, *, limit: int) -> int:
@@ -66,4 +66,4 @@ class ExpectedPeaks:
         """``task_id``'s step was killed for memory holding ``rss_kb``: it needs more than that."""
         if rss_kb:
             self.peaks[task_id] = max(self.peaks[task_id], rss_kb * 1024 * 5 // 4)
-            self.learned = [*self.learned[:task_id], True, *self.learned[task_id + 1 :]]
+            self.learned[task_id] = True
