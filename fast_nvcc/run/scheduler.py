@@ -86,7 +86,6 @@ class Runner:
         self.captures = Captures(workdir)  # in memory: a full $TMPDIR must not swallow them
         ranks, expected = _optional_last(dag, priorities, work)
         self.ready = ReadyQueue(ranks, work=expected)
-        self.short = short_steps(dag, work)
         self.processes = Processes(env=env, cwd=cwd, workdir=workdir, combine_output=combine_output,
                                    captures=self.captures)  # fmt: skip
         self.readiness = Readiness(dag, self.tasks, self.records, self.ready, early=EarlyInputs(dag, cwd=cwd),
@@ -100,6 +99,10 @@ class Runner:
                                  processes=self.processes, env=env, handler_of=self._handler,
                                  priority_of=self.ready.priority, now=self._now)  # fmt: skip
         self.slots = self.holdings.slots
+        # The steps that start without a shared slot (dispatch.py): short ones (graph/short.py)
+        # that run here as commands, where the slots rank their waiters (not make's jobserver).
+        self.short = frozenset(t for t in short_steps(dag, work) if self.slots.short_steps_free
+                               and self._handler(t).takes_slot and self._handler(t).capacity is None)  # fmt: skip
         # Running tasks to run again: as what, why, and the files their stopped run may half write.
         self._redo: dict[int, tuple[Task, str, tuple[str, ...]]] = {}
         self._failed: int | None = None  # the earliest failure in nvcc's order
@@ -200,10 +203,8 @@ class Runner:
         return turn
 
     def _as_ready(self, task_id: int) -> Ready:
-        task, handler = self.tasks[task_id], self._handler(task_id)
-        short = (task_id in self.short and self.slots.short_steps_free and handler.takes_slot
-                 and handler.capacity is None)  # fmt: skip
-        return Ready(task_id, task.order, short=short, optional=task.optional)
+        task = self.tasks[task_id]
+        return Ready(task_id, task.order, short=task_id in self.short, optional=task.optional)
 
     def _launch(self, task: Task) -> None:
         """``task`` took its room (Holdings.take): it starts now."""
