@@ -18,6 +18,7 @@ from .readers import (
     split_builds,
     split_sessions,
 )
+from .advice import source_serial_shares
 from .records import AnalysisError, Build, CompileRecord
 
 
@@ -35,7 +36,8 @@ def load_build(paths: Sequence[str], *, build: int = -1) -> Build:
         )
     records = [record for path in fast_nvcc_logs for record in _read_fast_nvcc_log(path)]
     if ninja_logs:
-        return _load_ninja_build(ninja_logs[0], records, tuple(fast_nvcc_logs), build=build)
+        found = _load_ninja_build(ninja_logs[0], records, tuple(fast_nvcc_logs), build=build)
+        return replace(found, split_shares=source_serial_shares(records))
     sessions = split_sessions(records)
     if not sessions:
         raise AnalysisError(f"{', '.join(fast_nvcc_logs)}: no compiles in the log")
@@ -46,6 +48,7 @@ def load_build(paths: Sequence[str], *, build: int = -1) -> Build:
         index=chosen + 1,
         count=len(sessions),
         unjoined=len(records) - len(sessions[chosen]),
+        split_shares=source_serial_shares(records),
     )
 
 

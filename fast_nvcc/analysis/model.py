@@ -81,7 +81,7 @@ def analyze(
         device=device,
         top=top,
         failed_guesses=sum_failed_guesses(jobs),
-        advice=advise(jobs, cores=slots or _pool(build) or used_slots, wall=wall),
+        advice=advise(jobs, cores=slots or _pool(build) or used_slots, wall=wall, measured=build.split_shares),
     )
 
 

@@ -141,6 +141,9 @@ class Build:
     index: int = 1  # which build of the log, from 1
     count: int = 1  # how many builds the log holds
     unjoined: int = 0  # fast_nvcc records that are not part of this build
+    # What each source's own split steps measured, in every build of the logs read (not only this
+    # one): (source, tool, serial share, split steps) (advice.py)
+    split_shares: tuple[tuple[str, str, float, int], ...] = ()
 
     @property
     def records(self) -> tuple[CompileRecord, ...]:
@@ -295,6 +298,9 @@ class PoleAdvice:
     split_seconds: float | None  # the compile with split; None: no fast_nvcc log for it
     already_split: bool = False
     chosen: bool = False  # split it: without, it would end after the floor split gives
+    # Where its split model's serial shares come from: its own source's split steps ("3 split
+    # steps", in any build of the logs), or "": not measured split yet (the build's, Advice.serial)
+    measured: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -206,6 +206,7 @@ def advice_tables(v: Advice) -> Iterator[Table]:
                  (f"  or fast_nvcc --split {v.threads} --split-sources '{','.join(v.sources)}'",),
                  (f"  (objects then are nvcc's with --split-compile {v.threads}; serial shares "
                   + ", ".join(f"{t} {s:.2f}, {how}" for t, s, how in v.serial) + ")",)]  # fmt: skip
+        rows += _measured_rows(v)
     else:
         why = ("the longest compile is split already" if v.poles[0].already_split
                else "no log of the longest compile's steps" if v.poles[0].split_seconds is None
@@ -218,6 +219,18 @@ def advice_tables(v: Advice) -> Iterator[Table]:
                      " a -j above the compile count, so that fast_nvcc sees every compile and starts the longest first",))
     if rows:
         yield Table(None, ("",), tuple(rows), "l")
+
+
+def _measured_rows(v: Advice) -> list[tuple[str]]:
+    """Which poles' split times come from their own source's split steps, and which from the
+    build's serial shares (not measured split yet: a split build's log, appended, would tell)."""
+    modelled = [p for p in v.poles if not p.already_split and p.split_seconds is not None]
+    own = [p for p in modelled if p.measured]
+    other = [p.source for p in modelled if not p.measured]
+    rows = [(f"  measured split on their own source: {', '.join(f'{p.source} ({p.measured})' for p in own)}",)] if own else []
+    if other:
+        rows.append((f"  not measured split yet (the serial shares above): {', '.join(dict.fromkeys(other))}",))
+    return rows
 
 
 def _short(name: str) -> str:

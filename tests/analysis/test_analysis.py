@@ -855,3 +855,31 @@ def test_write_split_without_advice_writes_a_header_that_splits_nothing(tmp_path
     (line,) = written.read_text().splitlines()
     assert line.startswith("# written by fast_nvcc analyze --write-split: no split advised (floor 30.0 s)")
     assert settings(4, f"@{written}", {}) == (None, ())
+
+
+def test_a_sources_own_split_steps_in_a_later_build_give_its_serial_share(tmp_path, capsys):
+    """An exact build (relu_grouped.cu sets the floor, adam.cu too), then relu_grouped.cu alone
+    built split, appended to the same log: analyzing the exact build models relu_grouped.cu's
+    split with the serial share its own split cicc showed (0.6, not the default 0.37), and says
+    that adam.cu was not measured split yet."""
+    records = [json.loads(line) for line in _pole_build(tmp_path).read_text().splitlines()]
+    middle = log_record(1000.0, 170.0, ["/b/adam.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 170.0)])
+    middle["sources"] = ["/src/multi_tensor/adam.cu"]
+    wall, cpu = advice.split_step(100.0, serial=0.6, cores=4)
+    later = log_record(100_000.0, wall, ["/b/relu_grouped.cu.o"], [("cicc", "cicc", "compute_90", 0.0, wall)])
+    later["sources"] = ["/src/activation/relu_grouped.cu"]
+    later["steps"][0].update(cpu_seconds=cpu, cores=4)
+    both = write_jsonl(tmp_path / "both.jsonl", [*records, middle, later])
+    v = analyze(load_build([str(both)], build=1), slots=4).advice
+    relu, adam = v.poles
+    assert (relu.source, relu.measured, adam.source, adam.measured) == ("relu_grouped.cu", "1 split step", "adam.cu", "")
+    # relu_grouped.cu: cicc 100 s and ptxas 60 s (cpu 50 and 30: the log's halves) on 4 cores,
+    # its cicc at its own share, its ptxas at the default.
+    own = advice.split_step(100.0, serial=0.6, cores=4)[0] + advice.split_step(60.0, serial=0.16, cores=4)[0]
+    assert relu.split_seconds == pytest.approx(180.0 - 160.0 + own)
+    without = analyze(load_build([str(write_jsonl(tmp_path / "one.jsonl", [*records, middle]))]), slots=4).advice
+    assert without.poles[0].measured == "" and without.poles[0].split_seconds < relu.split_seconds
+    code, out, _ = run_main(capsys, both, "--build", "1", "-j", "4")
+    assert code == 0
+    assert "measured split on their own source: relu_grouped.cu (1 split step)" in out
+    assert "not measured split yet (the serial shares above): adam.cu" in out
