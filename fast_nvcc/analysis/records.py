@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..errors import FastNvccError
 
 # Zero-cost bookkeeping steps of fast_nvcc (graph/tasks.py's CHECK_MODULE_ID tasks).
-BOOKKEEPING_TOOLS = frozenset({"check module_id"})
+BOOKKEEPING_TOOLS = frozenset({"check module_id", "learned stub"})
 # Optional work that runs on idle cores only (the host split's stub probes): not work the build
 # needs, so not counted in its cpu share (as benchmarks/cutlass_build.py's floor leaves it out).
 IDLE_CORE_TOOLS = frozenset({"cicc stub"})

@@ -43,6 +43,7 @@ from ..graph.tasks import Action
 from ..plan.shellwords import split_words
 from ..run.handlers import Handler, TaskRun
 from ..run.task_records import StepFailed
+from . import learned_stub
 
 STUB_DIFFERS = "its stub differs from the one it started from"
 _CC1PLUS_FAILED = "cc1plus failed"
@@ -254,6 +255,7 @@ def run_back(run: TaskRun, cache=None) -> None:
     front = run.shared.get(task.front)
     if task.stub is not None:
         stub = _real_stub(run)
+        _keep_learned(run, stub)
         if isinstance(front, _Front) and not _stub_holds(front, stub):
             front = _failed(run, STUB_DIFFERS)
     try:
@@ -303,6 +305,15 @@ def run_back(run: TaskRun, cache=None) -> None:
     run.exec(task.argv)
     if cache is not None:
         cache.store_object(run)
+
+
+def _keep_learned(run: TaskRun, stub: bytes | None) -> None:
+    """The stub cicc wrote, kept for the next compile of the same inputs (a learned stub task
+    of this compile left where: :mod:`fast_nvcc.guess.learned_stub`)."""
+    for done, _ in run.task.stub[2]:
+        found = run.shared.get(done)
+        if stub is not None and isinstance(found, learned_stub.Learned):
+            learned_stub.keep(found, stub)
 
 
 def _failed(run: TaskRun, why: str) -> str:

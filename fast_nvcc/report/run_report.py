@@ -211,6 +211,8 @@ def _tool_of(task, record) -> str:
         return "as"
     if task.action is Action.STUB_PROBE:
         return "cicc stub"
+    if task.action is Action.LEARNED_STUB:
+        return "learned stub"
     return task.step.tool
 
 

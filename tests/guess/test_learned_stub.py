@@ -1,0 +1,113 @@
+"""The learned stub (fast_nvcc/guess/learned_stub.py): a compile with one cicc starts its host
+compile's cc1plus on the stub its last compile's cicc wrote, once cudafe++ is done, and the
+object is still nvcc's.  Against the real nvcc, compile after compile in one state directory."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+from helpers import (
+    UNROLLED_CHAIN,
+    assert_same,
+    compare,
+    fast_nvcc_command,
+    mask,
+    remove_files,
+    run_tool,
+)
+
+SM90 = ["-arch=sm_90"]
+# cicc runs a few seconds (fully unrolled loops), cudafe++ under one: the front has time to gain.
+SLOW_CICC = UNROLLED_CHAIN + "__global__ void kernel(float *p) { p[threadIdx.x] = Many<12>::run(p[threadIdx.x]); }\n"
+
+
+def rows(table: Path) -> dict[str, dict]:
+    with open(table, newline="") as handle:
+        return {row["tool"]: row for row in csv.DictReader(handle)}
+
+
+def state(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """A state directory and a slot pool of the test's own (no other run's steps take slots)."""
+    return {"FAST_NVCC_CACHE_DIR": str(tmp_path / "state"), "FAST_NVCC_POOL_DIR": str(tmp_path / "pool"), **extra}
+
+
+def compile_once(nvcc: str, work: Path, tmp_path: Path, args: list[str], name: str, **extra: str) -> dict[str, dict]:
+    """nvcc, then fast_nvcc with the shared state directory: the same outputs; its steps."""
+    table = tmp_path / f"{name}.csv"
+    result = compare(nvcc, args, cwd=work, env=state(tmp_path, **extra), options=["--table", str(table)])
+    assert_same(result)
+    remove_files(work, result.fast)
+    return rows(table)
+
+
+@pytest.mark.nvcc
+def test_the_second_compile_starts_cc1plus_on_the_stub_the_first_ones_cicc_wrote(nvcc, tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "chain.cu").write_text(SLOW_CICC)
+    args = ["-c", "chain.cu", *SM90, "-o", "c.o"]
+    first = compile_once(nvcc, work, tmp_path, args, "first")
+    # Nothing learned yet: the task finds no stub and the front waits for cicc's; the back keeps it.
+    assert first["learned stub"]["state"] == "dropped"
+    assert float(first["cc1plus"]["start"]) >= float(first["cicc"]["end"])
+    (record,) = (tmp_path / "state" / "learned-stubs").glob("*.json")
+    assert b"tmpxft_" not in record.read_bytes()  # the run's temp names are masked in what is kept
+
+    second = compile_once(nvcc, work, tmp_path, args, "second")
+    stub = second["learned stub"]
+    assert stub["state"] == "done" and "as" in second and "gcc -c" not in second  # the split held
+    assert float(stub["start"]) >= float(second["cudafe++"]["end"])
+    # cc1plus ran beside cicc, on the learned stub.
+    assert float(stub["end"]) <= float(second["cc1plus"]["start"]) < float(second["cicc"]["end"])
+    verbose = run_tool(fast_nvcc_command(nvcc, args, ["-v"]), cwd=work, tmpdir=tmp_path / "t", env=state(tmp_path))
+    assert verbose.returncode == 0
+    assert b"cc1plus could start on the stub its last compile's cicc wrote" in verbose.stderr
+    remove_files(work, verbose)
+
+    # Another kernel in the source: not the input the stub was learned from.  The front waits
+    # for cicc again, the object is nvcc's, and the stub is learned anew.
+    (work / "chain.cu").write_text(SLOW_CICC + "__global__ void added(float *p) { p[threadIdx.x] = 3.0f; }\n")
+    changed = compile_once(nvcc, work, tmp_path, args, "changed")
+    assert changed["learned stub"]["state"] == "dropped"
+    again = compile_once(nvcc, work, tmp_path, args, "again")
+    assert again["learned stub"]["state"] == "done" and "as" in again and "gcc -c" not in again
+    # Off: no learned stub task at all.
+    off = compile_once(nvcc, work, tmp_path, args, "off", FAST_NVCC_LEARNED_STUB="0")
+    assert "learned stub" not in off
+
+
+# No external definition: cudafe++'s module_id, and every name built on it in the stub, ends in
+# cudafe++'s process id, which differs from compile to compile.
+PID_FORM = """\
+namespace {
+__global__ void kernel(float *p) { p[threadIdx.x] = 2.0f * p[threadIdx.x]; }
+int launch() { kernel<<<1, 32>>>(nullptr); return 0; }
+int dummy = launch();
+}  // namespace
+"""
+MODULE_ID_PID = re.compile(rb"(_cu_[0-9a-f]{8}_)[0-9]+")
+
+
+@pytest.mark.nvcc
+def test_a_learned_stub_takes_this_compiles_module_id(nvcc, tmp_path):
+    """The stub names the module_id, pid and all: the one kept has it masked, the one written
+    has this compile's, so the stub holds and the object is nvcc's up to that pid."""
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "nopid.cu").write_text(PID_FORM)
+    env = state(tmp_path)
+    args = ["-c", "nopid.cu", *SM90, "-compress-mode=none"]
+    for n in range(2):
+        plain = run_tool([nvcc, *args, "-o", f"plain{n}.o"], cwd=work, tmpdir=tmp_path / "t")
+        table = tmp_path / f"{n}.csv"
+        fast = run_tool(fast_nvcc_command(nvcc, [*args, "-o", f"fast{n}.o"], ["--table", str(table)]),
+                        cwd=work, tmpdir=tmp_path / "t", env=env)  # fmt: skip
+        assert plain.returncode == fast.returncode == 0 and not fast.leftovers
+        steps = rows(table)
+        assert steps["learned stub"]["state"] == ("dropped" if n == 0 else "done")
+        assert "as" in steps and "gcc -c" not in steps
+        ours, theirs = fast.files[f"fast{n}.o"], plain.files[f"plain{n}.o"]
+        assert MODULE_ID_PID.sub(rb"\1PID", mask(ours)) == MODULE_ID_PID.sub(rb"\1PID", mask(theirs))
