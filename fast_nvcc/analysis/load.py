@@ -27,6 +27,8 @@ def load_build(paths: Sequence[str], *, build: int = -1) -> Build:
     ninja_logs: list[str] = []
     fast_nvcc_logs: list[str] = []
     for path in paths or (".",):
+        if not os.path.exists(path):
+            raise AnalysisError(f"{path}: No such file or directory{_where_else(path, paths)}")
         kind, file = _classify_path(path)
         (ninja_logs if kind == "ninja" else fast_nvcc_logs).append(file)
     if len(ninja_logs) > 1:
@@ -82,6 +84,20 @@ def _choose(builds: Sequence[object], build: int, *, what: str) -> int:
             f"--build {build}: {what} holds {count} build{'s' if count != 1 else ''}"
         )
     return build - 1 if build > 0 else count + build
+
+
+def _where_else(path: str, paths: Sequence[str]) -> str:
+    """Where a missing relative log may be: a build directory among ``paths`` holding it, as a
+    FAST_NVCC_LOG that fast_nvcc could not place where the build started (no /proc) lands in
+    each compile's working directory."""
+    if os.path.isabs(path):
+        return ""
+    for other in paths:
+        found = os.path.join(other, path)
+        if os.path.isdir(other) and os.path.isfile(found):
+            return (f" (but {found} is: a relative FAST_NVCC_LOG that fast_nvcc could not place"
+                    " where the build started is written in each compile's working directory)")  # fmt: skip
+    return ""
 
 
 def _classify_path(path: str) -> tuple[str, str]:
