@@ -4,6 +4,7 @@ read build by build."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 from conftest import TOOLCHAINS
 
 from fast_nvcc import analysis
+from fast_nvcc.analysis import load_build
 
 EXAMPLE = Path(__file__).parent.parent.parent / "examples" / "cmake"
 REPO = Path(__file__).parent.parent.parent
@@ -127,3 +129,20 @@ def test_readmes_two_lines_work_as_written(rebuilt):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("fast_nvcc analyze: build/.ninja_log (ninja log v")
     assert "build 2 of 2) joined with build.jsonl" in proc.stdout.splitlines()[0]
+
+
+@pytest.mark.nvcc
+@pytest.mark.cmake
+def test_each_build_of_an_appended_log_joins_its_own_records(rebuilt):
+    records = [json.loads(line) for line in (rebuilt / "build.jsonl").read_text().splitlines()]
+    assert len(records) == 6 and records[-1]["sources"][0].endswith("reduce.cu")
+    paths = [str(rebuilt / "build"), str(rebuilt / "build.jsonl")]
+    first, second = load_build(paths, build=1), load_build(paths, build=2)
+    assert (first.index, first.count) == (1, 2)
+    # Every compile of the first build joins its own record, reduce.cu's too, not its rebuild's.
+    assert sorted(job.record.time for job in first.jobs if job.record) == sorted(
+        r["time"] for r in records[:5]
+    )
+    assert first.unjoined == 1
+    assert [job.record.time for job in second.jobs if job.record] == [records[5]["time"]]
+    assert second.unjoined == 5
