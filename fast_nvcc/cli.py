@@ -165,6 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .errors import FastNvccError
 
     log = os.environ.get("FAST_NVCC_LOG") or None
+    if log:
+        from .report.log_path import resolve_log_path  # relative to where the build started
+
+        log = resolve_log_path(log)
     device_trace = options.device_trace or os.environ.get("FAST_NVCC_DEVICE_TRACE", "0") not in ("", "0")
     try:
         from .driver import Config, run

@@ -5,10 +5,10 @@ the source would give the floor, with the settings to use.
 A compile *sets the floor* when it takes longer than the build's cpu share (its work / the
 cores): however the rest is scheduled, the build cannot end before it does.  Where no compile
 does, the build is work-bound and split only adds work.  The work counts what the cores did: a
-fast_nvcc compile's steps summed (they run side by side; a split step counts its cpu), another
-job's time; the cores are fast_nvcc's job bound in the log (the usable cores unless its ``-j``
-set another), not the build tool's ``-j``, which would put the floor too low where it runs
-more jobs than cores (docs/benchmarks.md).
+fast_nvcc compile's steps' cpu seconds summed (they run side by side, and a split step holds
+several cores), another job's time; the cores are fast_nvcc's job bound in the log (the usable
+cores unless its ``-j`` set another), not the build tool's ``-j``, which would put the floor too
+low where it runs more jobs than cores (docs/benchmarks.md).
 
 The split model (docs/analyze.md): a step of ``c`` cpu seconds, split onto ``k`` cores, takes
 ``c * (s + (1 - s) * (1 + o) / k)`` and costs ``c * (1 + o * (1 - s))`` cpu seconds; ``s`` is its
@@ -85,16 +85,20 @@ def advise(jobs: Sequence[Job], *, cores: int, wall: float,
     last = max(jobs, key=lambda job: job.end) if jobs else None
     if poles and last is poles[0] and poles[0].start > 0.1 * wall:
         late = poles[0].start
-    return Advice(cores, total, share, floor, tuple(advised), split_floor, extra, serial, halves, late)
+    longest = max((job.seconds for job in jobs), default=0.0)
+    chosen_poles = tuple(advised)
+    return Advice(cores, total, share, floor, chosen_poles, split_floor, extra, serial, halves, late, longest)
 
 
 def _work(job: Job) -> float:
-    """What a job kept the cores busy for: a fast_nvcc compile's needed steps summed (a split
-    step's cpu, as it held several cores), else the job's time."""
+    """What a job kept the cores busy for: a fast_nvcc compile's needed steps' cpu seconds
+    summed, else the job's time.  Not the steps' elapsed times: steps that shared a core (more
+    ready than cores, or the short steps that run over the pool) each count the whole time they
+    shared, and on a small build that put the floor above the measured wall (issue 41)."""
     if job.record is None or not job.record.steps:
         return job.seconds
-    return sum(max(s.seconds, s.cpu_seconds or 0.0) if s.cores > 1 else s.seconds
-               for s in job.record.steps if s.needed)  # fmt: skip
+    steps = (s for s in job.record.steps if s.needed)
+    return sum(s.seconds if s.cpu_seconds is None else s.cpu_seconds for s in steps)
 
 
 def split_step(cpu: float, *, serial: float, cores: int) -> tuple[float, float]:
@@ -147,7 +151,8 @@ def _serial_shares(jobs: Sequence[Job]) -> tuple[tuple[str, float, str], ...]:
             and (share := serial_share(step.seconds, step.cpu_seconds, cores=step.cores)) is not None
         )  # fmt: skip
         if learned:
-            found.append((tool, learned[len(learned) // 2], f"learned from {len(learned)} split steps"))
+            steps = f"{len(learned)} split step{'s' if len(learned) != 1 else ''}"
+            found.append((tool, learned[len(learned) // 2], f"learned from {steps}"))
         else:
             found.append((tool, default, "measured (TE cast_grouped.cu, 2026-11-25)"))
     return tuple(found)

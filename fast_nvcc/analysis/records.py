@@ -308,7 +308,7 @@ class Advice:
     """What to change (advice.py): the compiles that set the floor, and what split gives."""
 
     cores: int  # analyze's -j, else the job bound in the log (its "jobs"), else the slots
-    work: float  # the build's work: each compile's steps summed (a split step's cpu), else its time
+    work: float  # the build's work: each compile's steps' cpu seconds summed, else its time
     share: float  # work / cores
     floor: float  # the build's floor now
     poles: tuple[PoleAdvice, ...]  # longest first
@@ -317,6 +317,7 @@ class Advice:
     serial: tuple[tuple[str, float, str], ...]  # (tool, s, "measured" | "learned from N steps")
     halves_floor: float | None  # the floor with the longest compile's source cut in two
     late_start: float | None  # the longest compile started this late, and ended the build
+    longest: float = 0.0  # the longest job's seconds: the floor's other term
 
     @property
     def threads(self) -> int:
