@@ -36,6 +36,9 @@ from ..run.handlers import Handler, TaskRun
 
 _PREFIX = re.compile(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")
 _DIRECTORY, _TMP, _ID = b"\0@TEMP-DIR@\0", b"\0@TMPXFT@\0", b"\0@MODULE-ID@\0"
+# The anonymous namespace's mangled name spells the module_id's length: <length>_GLOBAL__N_<id>
+# (``43_GLOBAL__N__816de668_5_ps_cu_8af59834_19852``).  A pid with one digit more lengthens it.
+_ANONYMOUS, _MANGLED = b"_GLOBAL__N_", b"\0@MANGLED-NAMESPACE@\0"
 FOLDER = "learned-stubs"
 
 
@@ -47,13 +50,18 @@ class Masks:
     prefix: bytes  # their tmpxft_XXXXXXXX_XXXXXXXX
     module_id: bytes  # the module_id (empty where none could be read)
 
+    @property
+    def _mangled(self) -> bytes:
+        return b"%d%s%s" % (len(_ANONYMOUS) + len(self.module_id), _ANONYMOUS, self.module_id)
+
     def hide(self, data: bytes) -> bytes:
         if self.module_id:
-            data = data.replace(self.module_id, _ID)
+            data = data.replace(self._mangled, _MANGLED).replace(self.module_id, _ID)
         return data.replace(self.directory, _DIRECTORY).replace(self.prefix, _TMP)
 
     def show(self, data: bytes) -> bytes:
-        return data.replace(_DIRECTORY, self.directory).replace(_TMP, self.prefix).replace(_ID, self.module_id)
+        data = data.replace(_DIRECTORY, self.directory).replace(_TMP, self.prefix)
+        return data.replace(_MANGLED, self._mangled).replace(_ID, self.module_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,3 +111,23 @@ def test_a_learned_stub_takes_this_compiles_module_id(nvcc, tmp_path):
         assert "as" in steps and "gcc -c" not in steps
         ours, theirs = fast.files[f"fast{n}.o"], plain.files[f"plain{n}.o"]
         assert MODULE_ID_PID.sub(rb"\1PID", mask(ours)) == MODULE_ID_PID.sub(rb"\1PID", mask(theirs))
+
+
+def test_masks_carry_a_longer_pid_into_the_mangled_names():
+    """A pid-form module_id in a stub, kept from a compile whose cudafe++ had pid 99871 and shown
+    for one whose cudafe++ has pid 100003: the anonymous namespace's mangled length grows with
+    it (43 -> 44), as cicc itself would spell it; the temp names are this run's."""
+    from fast_nvcc.guess.learned_stub import Masks
+
+    def stub(module_id: bytes, prefix: bytes) -> bytes:
+        mangled = b"%d_GLOBAL__N_%s" % (11 + len(module_id), module_id)
+        return (b'#include "%s-3_ps.fatbin.c"\n# 1 "/tmp/%s-6_ps.cudafe1.stub.c"\n'
+                b"void __device_stub__ZN%s2k0ILi50EEEvPf(float *);\n"
+                b'static const char *id = "%s";\n') % (prefix, prefix, mangled, module_id)  # fmt: skip
+
+    before = Masks(b"/tmp/", b"tmpxft_00001a2b_00000000", b"_816de668_5_ps_cu_8af59834_99871")
+    after = Masks(b"/tmp/", b"tmpxft_00003c4d_00000000", b"_816de668_5_ps_cu_8af59834_100003")
+    kept = before.hide(stub(before.module_id, before.prefix))
+    assert b"99871" not in kept and b"tmpxft_" not in kept and b"/tmp/" not in kept
+    assert after.show(kept) == stub(after.module_id, after.prefix)
+    assert b"ZN44_GLOBAL__N__816de668_5_ps_cu_8af59834_100003" in after.show(kept)
