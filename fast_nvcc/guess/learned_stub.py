@@ -42,6 +42,16 @@ _ANONYMOUS, _MANGLED = b"_GLOBAL__N_", b"\0@MANGLED-NAMESPACE@\0"
 FOLDER = "learned-stubs"
 
 
+def mangled_namespace(module_id: bytes) -> bytes:
+    """How the anonymous namespace of a source with this module_id is spelt in mangled names."""
+    return b"%d%s%s" % (len(_ANONYMOUS) + len(module_id), _ANONYMOUS, module_id)
+
+
+def replace_module_id(stub: bytes, old: bytes, new: bytes) -> bytes:
+    """``stub`` as cicc writes it on module_id ``new``, from the one it wrote on ``old``."""
+    return stub.replace(mangled_namespace(old), mangled_namespace(new)).replace(old, new)
+
+
 @dataclass(frozen=True, slots=True)
 class Masks:
     """What differs from one run of a compile to the next, as this run spells it."""
@@ -52,7 +62,7 @@ class Masks:
 
     @property
     def _mangled(self) -> bytes:
-        return b"%d%s%s" % (len(_ANONYMOUS) + len(self.module_id), _ANONYMOUS, self.module_id)
+        return mangled_namespace(self.module_id)
 
     def hide(self, data: bytes) -> bytes:
         if self.module_id:

@@ -131,3 +131,31 @@ def test_masks_carry_a_longer_pid_into_the_mangled_names():
     assert b"99871" not in kept and b"tmpxft_" not in kept and b"/tmp/" not in kept
     assert after.show(kept) == stub(after.module_id, after.prefix)
     assert b"ZN44_GLOBAL__N__816de668_5_ps_cu_8af59834_100003" in after.show(kept)
+
+
+def test_a_stub_probe_that_made_its_own_module_id_gives_the_stub_on_nvccs(tmp_path):
+    """TE's scaled_activation.cu, first build on idle cores (device, 2026-11-26): the stub probe
+    ran cicc's front end on a module_id of its own making, the host compile started on that
+    stub, and since cudafe++'s id ends in cudafe++'s pid the stub differed and the host compile
+    ran twice (98 s).  The front now puts nvcc's id, and its mangled length, in the probe's stub."""
+    from types import SimpleNamespace
+
+    from fast_nvcc.graph.tasks import Action, Task
+    from fast_nvcc.guess.host_split import _on_nvccs_module_id
+    from fast_nvcc.plan.dryrun import Kind, Step
+
+    own, nvccs = b"_816de668_5_ps_cu_8af59834_9977", b"_816de668_5_ps_cu_8af59834_10231"
+    (tmp_path / "probe.module_id").write_bytes(own)
+    (tmp_path / "nvcc.module_id").write_bytes(nvccs)
+    step = Step(index=3, text="cicc", kind=Kind.CICC, tool="cicc", argv=("cicc",), arch="compute_90")
+    argv = ("cicc", "--device-syntax-only", "--gen_module_id_file", "--module_id_file_name", "probe.module_id", "x.ii")
+    probe = Task(7, step, Action.STUB_PROBE, argv=argv, optional=True, early=(2, "nvcc.module_id", None))
+    run = SimpleNamespace(cwd=str(tmp_path))
+    stub = b'void __device_stub__ZN42_GLOBAL__N_%s1kEv(void);\nstatic const char *id = "%s";\n'
+    assert _on_nvccs_module_id(run, probe, stub % (own, own)) == (
+        b'void __device_stub__ZN43_GLOBAL__N_%s1kEv(void);\nstatic const char *id = "%s";\n' % (nvccs, nvccs))
+    # Its own id was nvcc's (a source with an external definition), or the probe read nvcc's: as is.
+    (tmp_path / "probe.module_id").write_bytes(nvccs)
+    assert _on_nvccs_module_id(run, probe, stub % (nvccs, nvccs)) == stub % (nvccs, nvccs)
+    reading = Task(7, step, Action.STUB_PROBE, argv=("cicc", "--module_id_file_name", "nvcc.module_id"), optional=True)
+    assert _on_nvccs_module_id(run, reading, b"anything") == b"anything"
