@@ -278,16 +278,24 @@ def _under(source: str, root: str) -> str | None:
 # -- fast_nvcc history export|import ---------------------------------------------------------
 
 
-def main(argv: Iterable[str]) -> int:
-    """Carry learned costs to another machine or a CI runner's next build: ``export`` writes
-    them as JSON (sources relative to --root), ``import`` adds them to this machine's."""
+def build_parser():
+    """``fast_nvcc history``'s options (docs/options.md names each: tests/test_options_doc.py)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="fast_nvcc history", description=main.__doc__)
     parser.add_argument("action", choices=("export", "import"))
     parser.add_argument("file", help="the JSON file ('-': standard output or input)")
-    parser.add_argument("--root", default=os.getcwd(), help="sources are relative to this (default: here)")
-    options = parser.parse_args(list(argv))
+    parser.add_argument("--root", default=os.getcwd(),
+                        help="export: only the sources under this directory, relative to it; import: relative"
+                        " sources are made absolute under it (default: here)")  # fmt: skip
+    return parser
+
+
+def main(argv: Iterable[str]) -> int:
+    """Carry learned costs to another machine or a CI runner's next build: ``export`` writes
+    those of the sources under --root as JSON, relative to it; ``import`` adds them to this
+    machine's."""
+    options = build_parser().parse_args(list(argv))
     root = os.path.abspath(options.root)
     history = History(history_path(os.environ))
     try:
