@@ -1,0 +1,50 @@
+"""scripts/demo: what it prints is what README prints (fast_nvcc's time as a fraction of
+nvcc -t0's and nvcc's, lower is better), and it says when other processes had the cores."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = importlib.util.spec_from_file_location("demo", ROOT / "scripts" / "demo.py")
+demo = sys.modules["demo"] = importlib.util.module_from_spec(SPEC)  # (dataclasses look it up there)
+SPEC.loader.exec_module(demo)
+
+
+def test_another_process_on_our_cores_is_seen(tmp_path):
+    """A process spinning on one of our cores while the demo times a command that sleeps: the
+    demo counts about a core of others' time (more if the machine is busy anyway), and warns."""
+    cpu = min(os.sched_getaffinity(0))
+    spinner = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"])
+    try:
+        timing = demo.timed(["sleep", "1.5"], tmp_path, cpus=frozenset({cpu}))
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert timing.others_cores > 0.6, timing
+    assert "this machine was busy" in demo.busy_warning([timing], cores=1, load_before=0.0)
+
+
+@pytest.mark.parametrize(("others", "load", "busy"), [(0.1, 0.3, False), (0.6, 0.3, True), (0.1, 2.5, True)])
+def test_the_warning_counts_others_against_the_cores(others, load, busy):
+    timing = demo.Timing(10.0, others * 10.0)
+    assert (demo.busy_warning([timing], cores=2, load_before=load) is not None) is busy
+
+
+@pytest.mark.nvcc
+def test_the_demo_prints_what_readme_prints(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo.py")], capture_output=True, text=True,
+                          cwd=tmp_path, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    fast = next(line for line in lines if line.startswith("fast_nvcc "))
+    assert "x of nvcc -t0," in fast and "x of nvcc (lower is better)" in fast, fast
+    assert any(line.startswith("nvcc -t0 ") for line in lines)
+    assert any(line.startswith("machine:    other processes used ") for line in lines)
+    assert "objects identical (temp names masked): yes" in proc.stdout
