@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +49,18 @@ def test_the_demo_prints_what_readme_prints(tmp_path):
     assert any(line.startswith("nvcc -t0 ") for line in lines)
     assert any(line.startswith("machine:    other processes used ") for line in lines)
     assert "objects identical (temp names masked): yes" in proc.stdout
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs an nvcc on PATH")
+def test_the_demos_set_up_leaves_pypis_cuda_out_where_an_nvcc_is_found(tmp_path):
+    """scripts/demo's set-up, in a fresh virtual environment: fast_nvcc and its dependencies,
+    not the 346 MB of PyPI's CUDA toolchain the demo never uses when nvcc is on PATH, and it says
+    what it installed and why."""
+    venv = tmp_path / "venv"
+    env = {**os.environ, "FAST_NVCC_SETUP": "demo", "FAST_NVCC_VENV": str(venv), "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", "-c", "set -euo pipefail; source scripts/setup-env; python -c 'import fast_nvcc'"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "not PyPI's CUDA toolchain: an nvcc is already here" in proc.stderr
+    assert list(venv.glob("lib/python*/site-packages/psutil")) and not list(venv.glob("lib/python*/site-packages/nvidia"))
