@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,12 +44,19 @@ def test_the_demo_prints_what_readme_prints(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo.py")], capture_output=True, text=True,
                           cwd=tmp_path, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = proc.stdout.splitlines()
+    lines, number = proc.stdout.splitlines(), re.compile(r"\d+(\.\d+)?")
     fast = next(line for line in lines if line.startswith("fast_nvcc "))
     assert "x of nvcc -t0," in fast and "x of nvcc (lower is better)" in fast, fast
     assert any(line.startswith("nvcc -t0 ") for line in lines)
     assert any(line.startswith("machine:    other processes used ") for line in lines)
     assert "objects identical (temp names masked): yes" in proc.stdout
+    # README's sample is the demo's output, numbers aside.
+    readme = (ROOT / "README.md").read_text()
+    sample = readme[readme.index("\n```\nnvcc ") + 5 :].split("```", 1)[0]
+    def shape(line: str) -> str:
+        return " ".join(number.sub("N", line).split())
+
+    assert [line for line in sample.splitlines() if shape(line) not in {shape(printed) for printed in lines}] == []
 
 
 @pytest.mark.nvcc
