@@ -107,6 +107,22 @@ def test_reports_of_a_failed_compile(nvcc, sources, tmp_path):
     assert b"(exit 2)" in outcome.stderr
 
 
+def test_every_node_of_the_graph_has_a_label(nvcc, sources, tmp_path):
+    """A stub probe dropped before it started (one job: no idle core for it) is no step, but
+    the host compile's edge from it stays: it is drawn with its label, not as a bare number
+    (the demo's PNG showed a box labelled only "14")."""
+    import pydot
+
+    outcome = run_with_reports(nvcc, sources, tmp_path, ARGS, ["-j", "1", "--graph", "g.dot"])
+    assert outcome.returncode == 0, outcome.stderr
+    (graph,) = pydot.graph_from_dot_file(str(sources / "g.dot"))
+    labels = {node.get_name(): node.get("label") or "" for node in graph.get_nodes() if node.get_name().isdigit()}
+    ends = {end for edge in graph.get_edges() for end in (edge.get_source(), edge.get_destination())}
+    assert ends <= set(labels), f"edges to undeclared nodes {sorted(ends - set(labels))}"
+    assert "stub only" in str(labels), labels  # the probe the dropped node is
+    assert not [name for name, label in labels.items() if not label.strip('"').split(" ", 1)[1:]]
+
+
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
 @pytest.mark.parametrize("ext", ["svg", "png", "pdf"])
 def test_rendered_graph(nvcc, sources, tmp_path, ext):
