@@ -129,7 +129,7 @@ def build_jobs(entries: Iterable[NinjaEntry]) -> list[Job]:
 def parse_fast_nvcc_log(
     lines: Iterable[str], *, name: str = "FAST_NVCC_LOG"
 ) -> Iterator[CompileRecord]:
-    """The records of a FAST_NVCC_LOG (README.md, "The build log"), in file order."""
+    """The records of a FAST_NVCC_LOG (docs/options.md, "The build log"), in file order."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
