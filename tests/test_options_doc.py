@@ -68,6 +68,16 @@ def test_every_subcommand_option_is_documented(command, parser):
     assert code == documented
 
 
+def test_every_analyze_option_is_in_analyze_md_and_every_one_there_exists():
+    from fast_nvcc.analysis.cli import build_parser as analyze_parser
+
+    text = (ROOT / "docs" / "analyze.md").read_text()
+    start = text.index("\n## Options\n")
+    table = first_cells(text[start : text.index("\n## ", start + 1)])
+    code = set(analyze_parser()._option_string_actions) - {"-h", "--help"}
+    assert code == options_named(table)
+
+
 def test_every_variable_is_documented_and_every_documented_variable_is_read():
     code = variables_read(ROOT / "fast_nvcc")
     assert {"FAST_NVCC_MEMORY", "FAST_NVCC_POOL_DIR", "FAST_NVCC_NVCC"} <= code  # the scan sees env.get(...)
