@@ -59,6 +59,26 @@ def require_option(nvcc: str, option: str) -> None:
         pytest.skip(f"nvcc {major}.{minor} has no {option} (not in its --help)")
 
 
+def module_id_writer(nvcc: str, args: Sequence[str], *, cwd: Path):
+    """The step of ``nvcc args``'s plan that writes the module_id (``--gen_module_id_file``):
+    cudafe++ from nvcc 12.4 on, the first cicc in nvcc 11.8."""
+    from fast_nvcc.plan.dryrun import parse_plan, run_dryrun
+
+    plan = parse_plan(run_dryrun(nvcc, args, cwd=str(cwd)).stderr, env={}, cwd=str(cwd))
+    return next(s for s in plan.steps if s.generates_module_id)
+
+
+def require_cudafe_module_id(nvcc: str, args: Sequence[str], *, cwd: Path) -> None:
+    """Skip the test where ``nvcc args``'s plan has its first cicc write the module_id (nvcc
+    11.8) rather than cudafe++: a case about cudafe++'s id (made from the host side, or ending
+    in cudafe++'s pid) has nothing to test there."""
+    writer = module_id_writer(nvcc, args, cwd=cwd)
+    if writer.tool != "cudafe++":
+        major, minor = nvcc_version(nvcc)
+        pytest.skip(f"nvcc {major}.{minor}'s first cicc writes the module_id (--gen_module_id_file),"
+                    " not cudafe++")  # fmt: skip
+
+
 def fast_nvcc_command(nvcc: str, args: Sequence[str], options: Sequence[str] = ()) -> list[str]:
     return [sys.executable, "-m", "fast_nvcc", "--nvcc", nvcc, *options, "--", *args]
 

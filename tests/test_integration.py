@@ -11,9 +11,8 @@ import signal
 
 import pytest
 
-from fast_nvcc.plan.dryrun import Kind, parse_plan, run_dryrun
 from helpers import (
-    assert_same, cases, compare, fast_nvcc_command, nvcc_version, require_option, run_tool,
+    assert_same, cases, compare, fast_nvcc_command, require_cudafe_module_id, require_option, run_tool,
 )  # fmt: skip
 
 pytestmark = pytest.mark.nvcc
@@ -149,11 +148,7 @@ def test_source_on_stdin(nvcc, sources):
 def test_module_id_mismatch_reruns_cicc(nvcc, sources, tmp_path):
     """host_first.cu's first external definition is host-only: cicc's own module_id differs."""
     args = ["-c", "host_first.cu", "-arch=sm_80"]
-    plan = parse_plan(run_dryrun(nvcc, args, cwd=str(sources)).stderr, env={}, cwd=str(sources))
-    if not any(s.kind is Kind.CUDAFE and s.generates_module_id for s in plan.steps):
-        major, minor = nvcc_version(nvcc)
-        pytest.skip(f"nvcc {major}.{minor}'s first cicc writes the module_id (--gen_module_id_file):"
-                    " there is no cudafe++ id, made from the host side, for cicc's to differ from")
+    require_cudafe_module_id(nvcc, args, cwd=sources)  # no host-side id for cicc's to differ from
     fresh = {"FAST_NVCC_CACHE_DIR": str(tmp_path / "cache")}  # nothing learned of these sources yet
     outcome = run_tool(fast_nvcc_command(nvcc, args, ["-v"]), cwd=sources, tmpdir=tmp_path / "t", env=fresh)
     assert outcome.returncode == 0
