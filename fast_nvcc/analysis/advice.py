@@ -5,28 +5,32 @@ the source would give the floor, with the settings to use.
 A compile *sets the floor* when it takes longer than the build's cpu share (its work / the
 cores): however the rest is scheduled, the build cannot end before it does.  Where no compile
 does, the build is work-bound and split only adds work.  The work counts what the cores did: a
-fast_nvcc compile's steps summed (they run side by side; a split step counts its cpu), another
-job's time; the cores are fast_nvcc's job bound in the log (the usable cores unless its ``-j``
-set another), not the build tool's ``-j``, which would put the floor too low where it runs
-more jobs than cores (docs/benchmarks.md).
+fast_nvcc compile's steps' cpu seconds summed (they run side by side, and a split step holds
+several cores), another job's time; the cores are fast_nvcc's job bound in the log (the usable
+cores unless its ``-j`` set another), not the build tool's ``-j``, which would put the floor too
+low where it runs more jobs than cores (docs/benchmarks.md).
 
 The split model (docs/analyze.md): a step of ``c`` cpu seconds, split onto ``k`` cores, takes
 ``c * (s + (1 - s) * (1 + o) / k)`` and costs ``c * (1 + o * (1 - s))`` cpu seconds; ``s`` is its
 serial share (cicc's front end), ``o`` the extra work of the split.  The defaults were measured
 on TransformerEngine's ``cast/cast_grouped.cu`` split (docs/benchmarks.md).  Where the log holds
 split steps of a tool (``cores`` > 1), their own wall and cpu give its ``s`` instead
-("learned").  A compile's device chain (its longest cicc + ptxas of one architecture) shrinks;
+("learned").  The share differs from source to source (TE's cast_grouped.cu split to 0.40 of
+its wall, an attention library's kernel file to 0.69), so where the logs hold split steps of
+the compile's own source, in any build they hold (an exact build's log appended with a split
+one), those give its ``s`` (:func:`source_serial_shares`), and the table says which compiles
+were not measured split yet.  A compile's device chain (its longest cicc + ptxas of one architecture) shrinks;
 the host side (preprocessing, cudafe++, host compile) does not, and bounds it below.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from ..plan.split_option import split_file
-from .records import Advice, Job, PoleAdvice, Step
+from .records import Advice, CompileRecord, Job, PoleAdvice, Step
 
 SPLIT_OVERHEAD = 0.10  # o: the split's extra work, a share of the parallel part
 SERIAL_SHARE = {"cicc": 0.37, "ptxas": 0.16}  # s, measured (docs/benchmarks.md)
@@ -39,16 +43,22 @@ def _shortens(pole: PoleAdvice) -> bool:
     return pole.split_seconds is not None and not pole.already_split and pole.split_seconds < pole.seconds
 
 
-def advise(jobs: Sequence[Job], *, cores: int, wall: float) -> Advice:
+def advise(jobs: Sequence[Job], *, cores: int, wall: float,
+           measured: Iterable[tuple[str, str, float, int]] = ()) -> Advice:  # fmt: skip
+    """``measured``: each source's own split steps, from every build of the logs
+    (:func:`source_serial_shares`)."""
     total = sum(_work(job) for job in jobs)
     share = total / max(1, cores)
     floor = max(max((job.seconds for job in jobs), default=0.0), share)
     serial = _serial_shares(jobs)
     s = {tool: value for tool, value, _ in serial}
+    own: dict[str, dict[str, tuple[float, int]]] = {}
+    for source, tool, value, steps in measured:
+        own.setdefault(source, {})[tool] = (value, steps)
     poles = sorted((job for job in jobs if job.seconds > share), key=lambda job: -job.seconds)[:MOST_POLES]
     advised, extras = [], {}
     for job in poles:
-        pole, cpu = _pole(job, cores=cores, serial=s)
+        pole, cpu = _pole(job, cores=cores, serial=s, own=own)
         advised.append(pole)
         extras[id(job)] = cpu
     # Split only the compiles that would still end after the floor the split gives: the rest
@@ -75,16 +85,20 @@ def advise(jobs: Sequence[Job], *, cores: int, wall: float) -> Advice:
     last = max(jobs, key=lambda job: job.end) if jobs else None
     if poles and last is poles[0] and poles[0].start > 0.1 * wall:
         late = poles[0].start
-    return Advice(cores, total, share, floor, tuple(advised), split_floor, extra, serial, halves, late)
+    longest = max((job.seconds for job in jobs), default=0.0)
+    chosen_poles = tuple(advised)
+    return Advice(cores, total, share, floor, chosen_poles, split_floor, extra, serial, halves, late, longest)
 
 
 def _work(job: Job) -> float:
-    """What a job kept the cores busy for: a fast_nvcc compile's needed steps summed (a split
-    step's cpu, as it held several cores), else the job's time."""
+    """What a job kept the cores busy for: a fast_nvcc compile's needed steps' cpu seconds
+    summed, else the job's time.  Not the steps' elapsed times: steps that shared a core (more
+    ready than cores, or the short steps that run over the pool) each count the whole time they
+    shared, and on a small build that put the floor above the measured wall (issue 41)."""
     if job.record is None or not job.record.steps:
         return job.seconds
-    return sum(max(s.seconds, s.cpu_seconds or 0.0) if s.cores > 1 else s.seconds
-               for s in job.record.steps if s.needed)  # fmt: skip
+    steps = (s for s in job.record.steps if s.needed)
+    return sum(s.seconds if s.cpu_seconds is None else s.cpu_seconds for s in steps)
 
 
 def split_step(cpu: float, *, serial: float, cores: int) -> tuple[float, float]:
@@ -112,6 +126,22 @@ def serial_share(wall: float, cpu: float, *, cores: int) -> float | None:
     return lo if 0.0 < lo < 1.0 else None
 
 
+def source_serial_shares(records: Iterable[CompileRecord]) -> tuple[tuple[str, str, float, int], ...]:
+    """What each source's own split steps measured: (source, tool, serial share, split steps),
+    the median share of the tool's split steps of that source, over every record given."""
+    found: dict[tuple[str, str], list[float]] = {}
+    for record in records:
+        if not record.sources:
+            continue
+        for step in record.steps:
+            if step.tool in SERIAL_SHARE and step.cores > 1 and step.cpu_seconds:
+                share = serial_share(step.seconds, step.cpu_seconds, cores=step.cores)
+                if share is not None:
+                    found.setdefault((record.sources[0], step.tool), []).append(share)
+    return tuple((source, tool, sorted(shares)[len(shares) // 2], len(shares))
+                 for (source, tool), shares in sorted(found.items()))  # fmt: skip
+
+
 def _serial_shares(jobs: Sequence[Job]) -> tuple[tuple[str, float, str], ...]:
     found = []
     for tool, default in SERIAL_SHARE.items():
@@ -121,14 +151,17 @@ def _serial_shares(jobs: Sequence[Job]) -> tuple[tuple[str, float, str], ...]:
             and (share := serial_share(step.seconds, step.cpu_seconds, cores=step.cores)) is not None
         )  # fmt: skip
         if learned:
-            found.append((tool, learned[len(learned) // 2], f"learned from {len(learned)} split steps"))
+            steps = f"{len(learned)} split step{'s' if len(learned) != 1 else ''}"
+            found.append((tool, learned[len(learned) // 2], f"learned from {steps}"))
         else:
             found.append((tool, default, "measured (TE cast_grouped.cu, 2026-11-25)"))
     return tuple(found)
 
 
-def _pole(job: Job, *, cores: int, serial: dict[str, float]) -> tuple[PoleAdvice, float]:
-    """One compile, and the cpu seconds its split would add."""
+def _pole(job: Job, *, cores: int, serial: dict[str, float],
+          own: Mapping[str, Mapping[str, tuple[float, int]]]) -> tuple[PoleAdvice, float]:  # fmt: skip
+    """One compile, and the cpu seconds its split would add: modelled with its own source's
+    serial shares where its split steps were measured, else with the build's."""
     source = _source_name(job)
     if job.record is None:
         return PoleAdvice(job.name, source, job.start, job.seconds, 0.0, 0.0, 0.0, None), 0.0
@@ -146,16 +179,20 @@ def _pole(job: Job, *, cores: int, serial: dict[str, float]) -> tuple[PoleAdvice
     ptxas = sum(s.seconds for s in chain if s.tool == "ptxas")
     if any(s.cores > 1 for s in steps if s.tool in ("cicc", "ptxas")):
         return PoleAdvice(job.name, source, job.start, job.seconds, cicc, ptxas, host, job.seconds, already_split=True), 0.0
+    mine = own.get(job.record.sources[0], {}) if job.record.sources else {}
+    shares = {**serial, **{tool: value for tool, (value, _) in mine.items()}}
+    count = sum(n for _, n in mine.values())
+    measured = f"{count} split step{'s' if count != 1 else ''}" if mine else ""
     new_chain, extra, on_chain = 0.0, 0.0, {id(s) for s in chain}
     for step in steps:  # every architecture's steps get split, not only the longest chain's
-        if step.tool in serial:
+        if step.tool in shares:
             cpu = max(step.seconds, step.cpu_seconds or 0.0)
-            wall, spent = split_step(cpu, serial=serial[step.tool], cores=cores)
+            wall, spent = split_step(cpu, serial=shares[step.tool], cores=cores)
             extra += spent - cpu
             if id(step) in on_chain:
                 new_chain += wall
     seconds = max(job.seconds - (cicc + ptxas) + new_chain, host)
-    return PoleAdvice(job.name, source, job.start, job.seconds, cicc, ptxas, host, seconds), extra
+    return PoleAdvice(job.name, source, job.start, job.seconds, cicc, ptxas, host, seconds, measured=measured), extra
 
 
 def _source_name(job: Job) -> str:

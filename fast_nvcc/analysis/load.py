@@ -3,6 +3,7 @@ FAST_NVCC_LOG files among the paths, reads them with ``readers.py`` and picks on
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import replace
@@ -18,7 +19,8 @@ from .readers import (
     split_builds,
     split_sessions,
 )
-from .records import AnalysisError, Build, CompileRecord
+from .advice import source_serial_shares
+from .records import AnalysisError, Build, CompileRecord, Job, NinjaEntry
 
 
 def load_build(paths: Sequence[str], *, build: int = -1) -> Build:
@@ -27,6 +29,8 @@ def load_build(paths: Sequence[str], *, build: int = -1) -> Build:
     ninja_logs: list[str] = []
     fast_nvcc_logs: list[str] = []
     for path in paths or (".",):
+        if not os.path.exists(path):
+            raise AnalysisError(f"{path}: No such file or directory{_where_else(path, paths)}")
         kind, file = _classify_path(path)
         (ninja_logs if kind == "ninja" else fast_nvcc_logs).append(file)
     if len(ninja_logs) > 1:
@@ -35,7 +39,8 @@ def load_build(paths: Sequence[str], *, build: int = -1) -> Build:
         )
     records = [record for path in fast_nvcc_logs for record in _read_fast_nvcc_log(path)]
     if ninja_logs:
-        return _load_ninja_build(ninja_logs[0], records, tuple(fast_nvcc_logs), build=build)
+        found = _load_ninja_build(ninja_logs[0], records, tuple(fast_nvcc_logs), build=build)
+        return replace(found, split_shares=source_serial_shares(records))
     sessions = split_sessions(records)
     if not sessions:
         raise AnalysisError(f"{', '.join(fast_nvcc_logs)}: no compiles in the log")
@@ -46,6 +51,7 @@ def load_build(paths: Sequence[str], *, build: int = -1) -> Build:
         index=chosen + 1,
         count=len(sessions),
         unjoined=len(records) - len(sessions[chosen]),
+        split_shares=source_serial_shares(records),
     )
 
 
@@ -59,10 +65,7 @@ def _load_ninja_build(
         raise AnalysisError(f"{path}: the log holds no build")
     chosen = _choose(builds, build, what=path)
     build_dir = os.path.dirname(os.path.realpath(path))
-    jobs = build_jobs(builds[chosen])
-    unjoined = 0
-    if records:
-        jobs, unjoined = join_records(jobs, records, build_dir=build_dir)
+    jobs, unjoined = _join_build(builds, chosen, records, build_dir=build_dir)
     return Build(
         jobs=tuple(jobs),
         ninja_log=path,
@@ -75,6 +78,31 @@ def _load_ninja_build(
     )
 
 
+def _join_build(
+    builds: Sequence[Sequence[NinjaEntry]],
+    chosen: int,
+    records: list[CompileRecord],
+    *,
+    build_dir: str,
+) -> tuple[list[Job], int]:
+    """The jobs of build ``chosen`` joined with their records, and the count left over.
+
+    A log appended across builds holds a record for each time an output was compiled, and the
+    newest is a later build's where that build rebuilt it.  The builds after the chosen one are
+    joined first, newest first: each one's records all start after the build before it ended, so
+    the earliest of them bounds the records the build before may take.
+    """
+    jobs = build_jobs(builds[chosen])
+    if not records:
+        return jobs, 0
+    before = math.inf
+    for later in range(len(builds) - 1, chosen, -1):
+        jobs_later = build_jobs(builds[later])
+        joined, _ = join_records(jobs_later, records, build_dir=build_dir, before=before)
+        before = min((job.record.time for job in joined if job.record is not None), default=before)
+    return join_records(jobs, records, build_dir=build_dir, before=before)
+
+
 def _choose(builds: Sequence[object], build: int, *, what: str) -> int:
     count = len(builds)
     if not (1 <= build <= count or -count <= build <= -1):
@@ -82,6 +110,20 @@ def _choose(builds: Sequence[object], build: int, *, what: str) -> int:
             f"--build {build}: {what} holds {count} build{'s' if count != 1 else ''}"
         )
     return build - 1 if build > 0 else count + build
+
+
+def _where_else(path: str, paths: Sequence[str]) -> str:
+    """Where a missing relative log may be: a build directory among ``paths`` holding it, as a
+    FAST_NVCC_LOG that fast_nvcc could not place where the build started (no /proc) lands in
+    each compile's working directory."""
+    if os.path.isabs(path):
+        return ""
+    for other in paths:
+        found = os.path.join(other, path)
+        if os.path.isdir(other) and os.path.isfile(found):
+            return (f" (but {found} is: a relative FAST_NVCC_LOG that fast_nvcc could not place"
+                    " where the build started is written in each compile's working directory)")  # fmt: skip
+    return ""
 
 
 def _classify_path(path: str) -> tuple[str, str]:

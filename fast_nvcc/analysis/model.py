@@ -81,7 +81,7 @@ def analyze(
         device=device,
         top=top,
         failed_guesses=sum_failed_guesses(jobs),
-        advice=advise(jobs, cores=slots or _pool(build) or used_slots, wall=wall),
+        advice=advise(jobs, cores=slots or _pool(build) or used_slots, wall=wall, measured=build.split_shares),
     )
 
 
@@ -103,12 +103,12 @@ def max_concurrency(starts: Sequence[float], ends: Sequence[float]) -> int:
 
 
 def nice_interval(wall: float, rows: int = 20) -> float:
-    """1, 2 or 5 times a power of ten, nearest (in ratio) to wall / rows."""
+    """The smallest 1, 2 or 5 times a power of ten that gives at most ``rows`` rows."""
     if wall <= 0:
         return 1.0
     raw = wall / rows
     power = 10.0 ** math.floor(math.log10(raw))
-    return min((m * power for m in (1, 2, 5, 10)), key=lambda c: abs(math.log(c / raw)))
+    return min(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
 
 
 def sample_profile(

@@ -129,7 +129,7 @@ def build_jobs(entries: Iterable[NinjaEntry]) -> list[Job]:
 def parse_fast_nvcc_log(
     lines: Iterable[str], *, name: str = "FAST_NVCC_LOG"
 ) -> Iterator[CompileRecord]:
-    """The records of a FAST_NVCC_LOG (README.md, "The build log"), in file order."""
+    """The records of a FAST_NVCC_LOG (docs/options.md, "The build log"), in file order."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -277,19 +277,27 @@ def _relative(path: str, base: str) -> str:
 
 
 def join_records(
-    jobs: Sequence[Job], records: Iterable[CompileRecord], *, build_dir: str
+    jobs: Sequence[Job],
+    records: Iterable[CompileRecord],
+    *,
+    build_dir: str,
+    before: float = math.inf,
 ) -> tuple[list[Job], int]:
     """Attach to each ninja job the fast_nvcc record that compiled its output; also return how
     many records were left over (compiles of other builds, or not run by this ninja).
 
     Records name absolute outputs and ninja names them relative to the build directory, so the
-    join is on the absolute path.  Of several records for one output, the newest is taken, and
-    kept only if it fits: it ran no longer than the job, and the gap between ninja starting the
-    job and fast_nvcc starting its clock agrees with the other joins (JOIN_TOLERANCE_SECONDS).
+    join is on the absolute path.  Of several records for one output, the newest that started
+    ``before`` is taken (``load.py`` passes the start of the next build's first joined record, so
+    that a build other than the last finds its own records, not a later rebuild's), and kept only
+    if it fits: it ran no longer than the job, and the gap between ninja starting the job and
+    fast_nvcc starting its clock agrees with the other joins (JOIN_TOLERANCE_SECONDS).
     """
     records = list(records)
     newest: dict[str, CompileRecord] = {}
     for record in records:
+        if record.time >= before:
+            continue
         for output in record.outputs:
             known = newest.get(output)
             if known is None or record.time >= known.time:

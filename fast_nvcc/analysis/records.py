@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..errors import FastNvccError
 
 # Zero-cost bookkeeping steps of fast_nvcc (graph/tasks.py's CHECK_MODULE_ID tasks).
-BOOKKEEPING_TOOLS = frozenset({"check module_id"})
+BOOKKEEPING_TOOLS = frozenset({"check module_id", "learned stub"})
 # Optional work that runs on idle cores only (the host split's stub probes): not work the build
 # needs, so not counted in its cpu share (as benchmarks/cutlass_build.py's floor leaves it out).
 IDLE_CORE_TOOLS = frozenset({"cicc stub"})
@@ -141,6 +141,9 @@ class Build:
     index: int = 1  # which build of the log, from 1
     count: int = 1  # how many builds the log holds
     unjoined: int = 0  # fast_nvcc records that are not part of this build
+    # What each source's own split steps measured, in every build of the logs read (not only this
+    # one): (source, tool, serial share, split steps) (advice.py)
+    split_shares: tuple[tuple[str, str, float, int], ...] = ()
 
     @property
     def records(self) -> tuple[CompileRecord, ...]:
@@ -295,6 +298,9 @@ class PoleAdvice:
     split_seconds: float | None  # the compile with split; None: no fast_nvcc log for it
     already_split: bool = False
     chosen: bool = False  # split it: without, it would end after the floor split gives
+    # Where its split model's serial shares come from: its own source's split steps ("3 split
+    # steps", in any build of the logs), or "": not measured split yet (the build's, Advice.serial)
+    measured: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,7 +308,7 @@ class Advice:
     """What to change (advice.py): the compiles that set the floor, and what split gives."""
 
     cores: int  # analyze's -j, else the job bound in the log (its "jobs"), else the slots
-    work: float  # the build's work: each compile's steps summed (a split step's cpu), else its time
+    work: float  # the build's work: each compile's steps' cpu seconds summed, else its time
     share: float  # work / cores
     floor: float  # the build's floor now
     poles: tuple[PoleAdvice, ...]  # longest first
@@ -311,6 +317,7 @@ class Advice:
     serial: tuple[tuple[str, float, str], ...]  # (tool, s, "measured" | "learned from N steps")
     halves_floor: float | None  # the floor with the longest compile's source cut in two
     late_start: float | None  # the longest compile started this late, and ended the build
+    longest: float = 0.0  # the longest job's seconds: the floor's other term
 
     @property
     def threads(self) -> int:

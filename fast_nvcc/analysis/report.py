@@ -7,7 +7,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from .advice import WORTH
-from .records import BOOKKEEPING_TOOLS, Advice, Analysis, Build, FailedGuess, Job, PhaseTotal, Waiting, WhatIf
+from .records import (
+    BOOKKEEPING_TOOLS,
+    Advice,
+    Analysis,
+    Build,
+    FailedGuess,
+    Job,
+    PhaseTotal,
+    ProfileRow,
+    Waiting,
+    WhatIf,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +62,9 @@ def report_tables(a: Analysis) -> Iterator[Table]:
         yield from _what_if_tables(a, a.what_if)
     if a.phases:
         yield _phase_table(
-            f"time per phase (fast_nvcc steps of {len(a.build.records)} compiles)", a.phases
+            f"time per phase (fast_nvcc steps of {_plural(len(a.build.records), 'compile')}, added up;"
+            " a compile's steps run side by side, so these add to more than its time)",
+            a.phases,
         )
     if a.arch_phases:
         yield _phase_table("time per phase and architecture", a.arch_phases)
@@ -65,52 +78,98 @@ def report_tables(a: Analysis) -> Iterator[Table]:
 
 
 def _measures_table(a: Analysis) -> Table:
-    slots_note = (
-        f"-j {a.slots}" if a.slots_given else "the most jobs seen running at once; -j N sets it"
-    )
-    return Table(
-        None,
-        ("measure", "value"),
-        (
-            ("jobs", _jobs_note(a.build)),
-            ("wall", f"{_seconds(a.wall)} (first job's start to last job's end)"),
-            ("sum of job times", _seconds(a.job_seconds)),
-            (
-                "effective parallelism",
-                f"{a.parallelism:.2f} ({a.parallelism / a.slots:.0%} of {a.slots} slots)",
-            ),
-            ("slots", f"{a.slots} ({slots_note})"),
-            (
-                "wall floor",
-                f"{_seconds(a.bound.lower)} = max(longest job, sum / slots) (docs/analyze.md)",
-            ),
-            (
-                "list-scheduling bound",
-                f"{_seconds(a.bound.upper)} = (sum - longest) / slots + longest",
-            ),
-        ),
-        "ll",
-        keys=True,
-    )
+    """The answer first (how long, how close to the floor, what to change), then the measures
+    it comes from, each saying what it is."""
+    v = a.advice
+    slots_note = f"-j {a.slots}" if a.slots_given else "the most jobs seen running at once; -j N sets it"
+    rows = [("took", f"{_seconds(a.wall)}, from the first job's start to the last job's end")]
+    if v is not None:
+        rows += [
+            ("floor", f"{_seconds(v.floor)} = {_floor_terms(v)}: no order of the work ends sooner"),
+            ("above the floor", _above_floor(a.wall, v.floor)),
+            ("what to change", _change_line(v)),
+        ]  # fmt: skip
+    worst = a.bound.upper
+    rows += [
+        ("jobs", _jobs_note(a.build)),
+        ("sum of job times", f"{_seconds(a.job_seconds)}, the jobs' elapsed times added up"),
+        ("effective parallelism", (f"{a.parallelism:.2f} jobs at once on average (sum / wall;"
+                                   f" {a.parallelism / a.slots:.0%} of {_plural(a.slots, 'slot')})")),
+        ("slots", f"{a.slots} ({slots_note})"),
+        ("slot floor", (f"{_seconds(a.bound.lower)} = max(longest job, sum / slots), were each job one slot's work"
+                        " (the long poles and the what-if use it)")),
+        ("worst order", f"{_seconds(worst)} = (sum - longest) / slots + longest: the latest any order of these jobs"
+                        " ends, none waiting for another; the wall is "
+                        + (f"{_seconds(a.wall - worst)} over it: dependencies (a link waits for its objects) held"
+                           " the build back" if a.wall > worst + 0.005 else "within it")),
+    ]  # fmt: skip
+    return Table(None, ("measure", "value"), tuple(rows), "ll", keys=True)
+
+
+def _floor_terms(v: Advice) -> str:
+    return (f"max(longest compile {_seconds(v.longest)}, cpu work {_seconds(v.work)} / {_plural(v.cores, 'core')}"
+            f" = {_seconds(v.share)})")  # fmt: skip
+
+
+def _above_floor(wall: float, floor: float) -> str:
+    if floor <= 0:
+        return "no floor: the jobs took no time"
+    if wall < floor:  # a job without fast_nvcc's log counts its elapsed time, which may have shared a core
+        return f"none: the build ended {_seconds(floor - wall)} before it (a job without a log counts its elapsed time)"
+    return f"{_seconds(wall - floor)}: the build took {wall / floor:.2f} × its floor"
+
+
+def _change_line(v: Advice) -> str:
+    """The advice in one line; the last table holds the detail."""
+    if not v.poles:
+        return ("nothing to split (work-bound: no compile outlasts the cpu work's share of the cores); more cores,"
+                " --cache or fewer template instantiations lower the floor")  # fmt: skip
+    first = v.poles[0].source
+    if v.split_floor is not None:
+        line = (f"split {_plural(len(v.sources), 'source')} {v.threads} ways: floor -> {_seconds(v.split_floor)}"
+                f" ({v.setting}; the last table)")  # fmt: skip
+    elif v.halves_floor is not None and v.halves_floor < v.floor * (1 - WORTH):
+        line = f"{first} sets the floor; cut it into two sources: floor -> {_seconds(v.halves_floor)} (the last table)"
+    else:
+        line = f"{first} sets the floor, and neither split nor cutting it in two lowers it much (the last table)"
+    if v.late_start is not None:
+        line += f"; {first} started {_seconds(v.late_start)} late: give ninja a -j above the compile count"
+    return line
 
 
 def _concurrency_table(a: Analysis) -> Table:
     scale = 40 / max(a.slots, a.max_concurrency, 1)
+    rows = []
+    for first, last in _runs(a.profile):
+        end = min(last.time + a.interval, a.wall)
+        when = f"{first.time:.2f}" if first is last else f"{first.time:.2f}-{end:.2f}"
+        rows.append((when, str(first.running), f"{first.mean:.1f}", "#" * round(first.running * scale)))
     return Table(
-        f"concurrency (jobs running at each instant, and the mean until the next, every {a.interval:g} s)",
+        f"concurrency (jobs running at each instant, every {a.interval:g} s, and the mean until the next;"
+        " a span of instants alike is one row)",
         ("t (s)", "running", "mean", ""),
-        tuple(
-            (f"{r.time:.2f}", str(r.running), f"{r.mean:.1f}", "#" * round(r.running * scale))
-            for r in a.profile
-        ),
+        tuple(rows),
         "rrrl",
     )
+
+
+def _runs(profile: Sequence[ProfileRow]) -> Iterator[tuple[ProfileRow, ProfileRow]]:
+    """The first and last row of each run of rows that read alike (same count, same mean)."""
+    start = 0
+    for index in range(1, len(profile) + 1):
+        if index == len(profile) or not _alike(profile[index], profile[start]):
+            yield profile[start], profile[index - 1]
+            start = index
+
+
+def _alike(row: ProfileRow, other: ProfileRow) -> bool:
+    return row.running == other.running and f"{row.mean:.1f}" == f"{other.mean:.1f}"
 
 
 def _long_poles_table(a: Analysis) -> Table:
     with_steps = any(p.job.record is not None for p in a.long_poles)
     return Table(
-        f"long poles (top {len(a.long_poles)}; floor if 0 s: the wall floor were that job to take no time)",
+        f"long poles (top {len(a.long_poles)}; floor if 0 s: the slot floor were that job to take no time)",
         ("#", "start (s)", "end (s)", "elapsed (s)", "floor if 0 s", "floor drop")
         + (("longest step",) if with_steps else ()) + ("output",),
         tuple(
@@ -135,8 +194,8 @@ def _what_if_tables(a: Analysis, w: WhatIf) -> Iterator[Table]:
         ("", "measured", "what-if"),
         (
             ("sum of job times", _seconds(a.job_seconds), _seconds(w.job_seconds)),
-            ("wall floor", _seconds(a.bound.lower), _seconds(w.bound.lower)),
-            ("list-scheduling bound", _seconds(a.bound.upper), _seconds(w.bound.upper)),
+            ("slot floor", _seconds(a.bound.lower), _seconds(w.bound.lower)),
+            ("worst order", _seconds(a.bound.upper), _seconds(w.bound.upper)),
             ("measured wall", _seconds(a.wall), ""),
         ),
         "lrr",
@@ -146,33 +205,36 @@ def _what_if_tables(a: Analysis, w: WhatIf) -> Iterator[Table]:
 def _waiting_table(w: Waiting) -> Table:
     seconds, name = w.worst_first_step
     rows = [
-        ("starved: waited for a first step while another compile ran two or more",
+        ("compiles starved (waited for a first step while another compile ran two or more)",
          str(len(w.starved))),
-        ("waiting before first steps, summed", _seconds(w.first_step_seconds)),
-        ("longest wait before a first step", f"{_seconds(seconds)} ({_short(name)})"),
-        ("ready steps' waits for slots, summed", _seconds(w.slot_seconds)),
+        ("compiles' waits before their first step, added up", _seconds(w.first_step_seconds)),
+        ("the longest wait before a first step", f"{_seconds(seconds)} ({_short(name)})"),
+        ("ready steps' waits for a core, added up over all steps (they overlap: not time lost)",
+         _seconds(w.slot_seconds)),
     ]  # fmt: skip
     rows += [(f"  starved: {_short(n)}", _seconds(s)) for s, n in w.starved[:5]]
     for why, over in w.over_pool:
         reason = {"first": "to start a compile while others ran extra steps (rule 1)",
                   "drain": "for the compiles nearest their end (rule 3)",
                   "short": "as short steps (fatbinary, as: they never wait for long ones)"}[why]  # fmt: skip
-        rows.append((f"over the pool {reason}: {over.steps} steps of {over.compiles} compiles",
+        rows.append((f"over the pool {reason}: {_plural(over.steps, 'step')} of {_plural(over.compiles, 'compile')}",
                      _seconds(over.seconds)))  # fmt: skip
     if w.memory_steps:
-        rows.append((f"held back by the memory budget: {w.memory_steps} steps of {w.memory_compiles} compiles",
+        rows.append((f"held back by the memory budget: {_plural(w.memory_steps, 'step')} of {_plural(w.memory_compiles, 'compile')}",
                      _seconds(w.memory_seconds)))  # fmt: skip
     if w.stopped_steps:
-        rows.append((f"stopped while memory ran short: {w.stopped_steps} steps", _seconds(w.stopped_seconds)))
+        rows.append((f"stopped while memory ran short: {_plural(w.stopped_steps, 'step')}", _seconds(w.stopped_seconds)))
     if w.oom_reruns:
-        rows.append(("killed for memory and run again", f"{w.oom_reruns} steps"))
-    return Table(f"waiting for slots ({w.compiles} compiles)", ("", "seconds"), tuple(rows), "ll")
+        rows.append(("killed for memory and run again", _plural(w.oom_reruns, "step")))
+    return Table(f"waiting for cores ({_plural(w.compiles, 'compile')} with fast_nvcc's wait times)", ("", "seconds"),
+                 tuple(rows), "ll")  # fmt: skip
 
 
 def _failed_guesses_table(failed: Sequence[FailedGuess]) -> Table:
     rows = []
     for f in failed:
-        rows.append((f"{f.what}: {f.why} ({f.steps} steps of {len(f.compiles)} compiles)", _seconds(f.lost)))
+        rows.append((f"{f.what}: {f.why} ({_plural(f.steps, 'step')} of {_plural(len(f.compiles), 'compile')})",
+                     _seconds(f.lost)))  # fmt: skip
         rows += [(f"  {_short(name)}", _seconds(seconds)) for seconds, name in f.compiles[:5]]
     return Table("failed guesses: work thrown away and run again (fast_nvcc learns not to guess there)",
                  ("", "seconds"), tuple(rows), "ll")  # fmt: skip
@@ -180,15 +242,14 @@ def _failed_guesses_table(failed: Sequence[FailedGuess]) -> Table:
 
 def advice_tables(v: Advice) -> Iterator[Table]:
     """What to change (advice.py): the compiles that set the floor, and what split gives."""
-    title = (f"what to change (floor now {_seconds(v.floor)}: max(longest compile, work {_seconds(v.work)} / {v.cores}"
-             f" cores = {_seconds(v.share)}))")  # fmt: skip
+    title = f"what to change (floor now {_seconds(v.floor)} = {_floor_terms(v)})"
     if not v.poles:
-        yield Table(title, ("", ""), ((
-            "work-bound: no compile takes longer than the build's cpu share, so split would only add work",
-            "more cores, the cache (--cache), fewer instantiations"),), "ll")  # fmt: skip
+        yield Table(title, ("",), ((
+            ("work-bound: no compile takes longer than the cpu work's share of the cores, so split would only add"
+             " work; more cores, the cache (--cache) or fewer template instantiations lower the floor"),),), "l")  # fmt: skip
         return
     yield Table(
-        title + f"; {len(v.poles)} compiles take longer than the share",
+        title + f"; {_plural(len(v.poles), 'compile')} {'takes' if len(v.poles) == 1 else 'take'} longer than the share",
         ("#", "start (s)", "elapsed (s)", "cicc (s)", "ptxas (s)", "host (s)", f"split {v.threads} (s)", "source"),
         tuple(
             (str(rank), f"{p.start:.1f}", f"{p.seconds:.1f}", f"{p.cicc:.1f}", f"{p.ptxas:.1f}", f"{p.host:.1f}",
@@ -206,6 +267,7 @@ def advice_tables(v: Advice) -> Iterator[Table]:
                  (f"  or fast_nvcc --split {v.threads} --split-sources '{','.join(v.sources)}'",),
                  (f"  (objects then are nvcc's with --split-compile {v.threads}; serial shares "
                   + ", ".join(f"{t} {s:.2f}, {how}" for t, s, how in v.serial) + ")",)]  # fmt: skip
+        rows += _measured_rows(v)
     else:
         why = ("the longest compile is split already" if v.poles[0].already_split
                else "no log of the longest compile's steps" if v.poles[0].split_seconds is None
@@ -220,6 +282,23 @@ def advice_tables(v: Advice) -> Iterator[Table]:
         yield Table(None, ("",), tuple(rows), "l")
 
 
+def _measured_rows(v: Advice) -> list[tuple[str]]:
+    """Which poles' split times come from their own source's split steps, and which from the
+    build's serial shares (not measured split yet: a split build's log, appended, would tell)."""
+    modelled = [p for p in v.poles if not p.already_split and p.split_seconds is not None]
+    own = [p for p in modelled if p.measured]
+    other = [p.source for p in modelled if not p.measured]
+    rows = [(f"  measured split on their own source: {', '.join(f'{p.source} ({p.measured})' for p in own)}",)] if own else []
+    if other:
+        rows.append((f"  not measured split yet (the serial shares above): {', '.join(dict.fromkeys(other))}",))
+    return rows
+
+
+def _plural(count: int, noun: str) -> str:
+    """``1 compile``, ``2 compiles``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _short(name: str) -> str:
     """A job's file name without its directories (CMake's object paths run to 200 characters
     and would widen the whole table); the object names the job."""
@@ -232,7 +311,7 @@ def device_tables(a: Analysis, *, top: int) -> Iterator[Table]:
     if d is None:
         return
     yield Table(
-        f"templates by total instantiation time ({d.compiles} compiles with --device-trace; top {top})",
+        f"templates by total instantiation time ({_plural(d.compiles, 'compile')} with --device-trace; top {top})",
         ("seconds", "instantiations", "compiles", "side", "template"),
         tuple((f"{t.seconds:.3f}", str(t.instantiations), str(t.compiles), t.side, t.name) for t in d.templates[:top]),
         "rrrll",
@@ -265,10 +344,10 @@ def device_tables(a: Analysis, *, top: int) -> Iterator[Table]:
             ("", "measured", "what-if"),
             (
                 ("templates matched", "", ", ".join(w.matched) or "none"),
-                ("instantiation time removed", "", f"{w.seconds:.3f} s in {w.jobs} compiles"),
+                ("instantiation time removed", "", f"{w.seconds:.3f} s in {_plural(w.jobs, 'compile')}"),
                 ("sum of job times", _seconds(a.job_seconds), _seconds(w.job_seconds)),
-                ("wall floor", _seconds(a.bound.lower), _seconds(w.bound.lower)),
-                ("list-scheduling bound", _seconds(a.bound.upper), _seconds(w.bound.upper)),
+                ("slot floor", _seconds(a.bound.lower), _seconds(w.bound.lower)),
+                ("worst order", _seconds(a.bound.upper), _seconds(w.bound.upper)),
             ),
             "lrr",
         )

@@ -159,7 +159,7 @@ def _advice_json(a: Analysis) -> dict[str, Any] | None:
         "poles": [{"output": p.name, "source": p.source, "start": _r(p.start), "seconds": _r(p.seconds),
                    "cicc_seconds": _r(p.cicc), "ptxas_seconds": _r(p.ptxas), "host_seconds": _r(p.host),
                    "split_seconds": None if p.split_seconds is None else _r(p.split_seconds),
-                   "already_split": p.already_split} for p in v.poles],
+                   "already_split": p.already_split, "measured_split": p.measured} for p in v.poles],
         "split_floor_seconds": None if v.split_floor is None else _r(v.split_floor),
         "split_extra_cpu_seconds": _r(v.split_extra_cpu),
         "serial_shares": {tool: {"share": round(share, 4), "from": how} for tool, share, how in v.serial},

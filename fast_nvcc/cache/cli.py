@@ -10,14 +10,19 @@ from collections.abc import Sequence
 from .handlers import CacheError, open_cache
 
 
-def main(argv: Sequence[str]) -> int:
+def build_parser():
+    """``fast_nvcc cache``'s options (docs/options.md names each: tests/test_options_doc.py)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="fast_nvcc cache", description="fast_nvcc's per-step compile cache")
     parser.add_argument("action", choices=("stats", "clear"))
     parser.add_argument("--json", action="store_true", help="stats as JSON")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
     try:
-        options = parser.parse_args(list(argv))
+        options = build_parser().parse_args(list(argv))
         cache = open_cache(os.environ)
     except CacheError as exc:
         print(f"fast_nvcc: error: {exc}", file=sys.stderr)

@@ -40,7 +40,8 @@ def choose_dag(
     split = not (faithful or watched or env.get("FAST_NVCC_SPLIT_HOST", "1") == "0")
     dag = build_dag(plan, shell=shell, speculate=not faithful and guesses.guess_module_id,
                     split_host=split and guesses.split_host, early_stub=guesses.early_stub,
-                    probe_stubs=env.get("FAST_NVCC_STUB_PROBE", "1") != "0", workdir=workdir)  # fmt: skip
+                    probe_stubs=env.get("FAST_NVCC_STUB_PROBE", "1") != "0",
+                    learned_stubs=env.get("FAST_NVCC_LEARNED_STUB", "1") != "0", workdir=workdir)  # fmt: skip
     if dag.problems:
         for problem in dag.problems:
             say(f"running the plan in nvcc's order: {problem}")

@@ -4,12 +4,12 @@ side, the two tasks and the stub probe, is :mod:`fast_nvcc.guess.host_split`).""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from ..plan.dryrun import Kind, Step
 from .tasks import Action, Dag, Task
-
 
 # Host options under which more than the marker's line of the assembly may depend on the
 # .fatbin.c (debug info describes fatbinData[N]), or under which cc1plus/as are not simply
@@ -92,7 +92,8 @@ def split_host_compiles(
 
 
 def early_stubs(
-    dag: Dag, *, workdir: str, probe: bool = True, others: Callable[[Step], bool] = lambda step: True
+    dag: Dag, *, workdir: str, probe: bool = True, others: Callable[[Step], bool] = lambda step: True,
+    learned: bool = True,
 ) -> Dag:
     """Start each split host compile's cc1plus after whichever cicc ends first, not the last.
 
@@ -116,6 +117,10 @@ def early_stubs(
     starts only on a slot nothing else wants, and is dropped as soon as it would delay
     anything or its front has started anyway.
 
+    With ``learned``, a *learned stub* task joins the group too, also where the compile has one
+    cicc: it waits for cudafe++ and the last cicc's input only, and writes the stub the last
+    compile's cicc wrote, if what they read is the same (:mod:`fast_nvcc.guess.learned_stub`).
+
     Where ``others`` says no for a host compile (its stubs differed last time,
     :mod:`fast_nvcc.guess.decisions`), the front waits for the stub probe or the last cicc only.
     """
@@ -128,12 +133,14 @@ def early_stubs(
         if front.action is not Action.HOST_FRONT:
             continue
         back = next(t for t in dag.tasks if t.action is Action.HOST_BACK and t.front == front.id)
-        found = _stub_writers(dag, front, ciccs, waits_for=preds[front.id])
+        found = _stub_writers(dag, front, ciccs, waits_for=preds[front.id], alone=learned)
         if found is None:
             continue
         last, siblings = found
+        learned_argv = _learned_stub_argv(dag, front, last, workdir) if learned else None
         if not others(front.step):
-            siblings = []  # their stubs are known not to do: the probe's or the last one's
+            # their stubs are known not to do: the probe's or the last one's
+            siblings, learned_argv = [], None
         private = os.path.join(workdir, f"{last.step.index}.stub.c")
         seeds = _seeds(last, siblings, private=private)
         if seeds is None:
@@ -141,9 +148,13 @@ def early_stubs(
         probe_argv = None
         if probe and not last.step.redirects:
             probe_argv = _stub_probe_argv(_with_stub(last.argv, private), workdir, last.step.index)
-        if probe_argv is None and not siblings:
+        if probe_argv is None and not siblings and learned_argv is None:
             continue  # nothing to start from before the last cicc
         _write_stub_privately(tasks, last, private)
+        if learned_argv is not None:
+            learned_id = _add_learned_stub(tasks, preds, succs, front=front, last=last, argv=learned_argv)
+            # Right after the last cicc's own: what that cicc wrote last time, for the same input.
+            seeds = (seeds[0], (learned_id, learned_argv[-1])) + seeds[1:]
         if probe_argv is not None:
             probe_id = _add_stub_probe(tasks, preds, succs, last=last, argv=probe_argv)
             # The probe's stub is the last cicc's own: the front takes it before any other.
@@ -153,10 +164,11 @@ def early_stubs(
     return Dag(tuple(tasks), tuple(frozenset(p) for p in preds), dag.problems)
 
 
-def _stub_writers(dag: Dag, front: Task, ciccs: Sequence[Task], *, waits_for: set[int]
+def _stub_writers(dag: Dag, front: Task, ciccs: Sequence[Task], *, waits_for: set[int], alone: bool = False
                   ) -> tuple[Task, list[Task]] | None:  # fmt: skip
     """The cicc whose stub a split host compile's ``front`` reads (the last of its compile) and
-    the compile's other ciccs; None where the front could not start from another's stub."""
+    the compile's other ciccs; None where the front could not start from another's stub
+    (``alone``: a learned stub may stand in for a compile's only cicc)."""
     stubs = [key for key in front.reads if any(key in t.step.writes for t in ciccs)]
     if len(stubs) != 1:
         return None
@@ -165,7 +177,7 @@ def _stub_writers(dag: Dag, front: Task, ciccs: Sequence[Task], *, waits_for: se
     fatbin_c = _word_after(last.argv, "--include_file_name")
     siblings = [t for t in ciccs if t.id != last.id and fatbin_c is not None
                 and _word_after(t.argv, "--include_file_name") == fatbin_c]  # fmt: skip
-    if not siblings:
+    if not siblings and not alone:
         return None
     if (front.reads & last.step.writes) != {stubs[0]}:
         return None
@@ -208,6 +220,47 @@ def _add_stub_probe(tasks: list[Task], preds: list[set[int]], succs: list[set[in
     for pred in preds[probe.id]:
         succs[pred].add(probe.id)
     return probe.id
+
+
+def _learned_stub_argv(dag: Dag, front: Task, last: Task, workdir: str) -> tuple[str, ...] | None:
+    """The learned stub task's arguments: the key of its compile, the ``.cudafe1.cpp`` the host
+    compile reads, the ``.cpp1.ii`` the last cicc reads, the module_id file, and where it writes
+    the stub; None where cudafe++ does not name them all."""
+    cudafe = [t for t in dag.tasks if t.step.kind is Kind.CUDAFE and t.step.writes & front.reads]
+    if len(cudafe) != 1:
+        return None
+    argv = cudafe[0].argv
+    source, host_side = _word_after(argv, "--orig_src_path_name"), _word_after(argv, "--gen_c_file_name")
+    module_id = _word_after(argv, "--module_id_file_name") or _word_after(last.step.argv, "--module_id_file_name")
+    inputs = [word for word in last.step.argv[1:] if word.endswith(".ii")]
+    if source is None or host_side is None or module_id is None or len(inputs) != 1:
+        return None
+    key = masked_key(source, last.step.text)  # the stub is cicc's: the host compile's flags do not reach it
+    return (key, host_side, inputs[0], module_id, os.path.join(workdir, f"{last.step.index}.learned.stub.c"))
+
+
+_TEMP_PATH = re.compile(r"[^\s\"'=]*tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")  # with its directory
+
+
+def masked_key(*texts: str) -> str:
+    """The commands of a compile as they are run after run: their temp names masked."""
+    return "\0".join(_TEMP_PATH.sub("@", text) for text in texts)
+
+
+def _add_learned_stub(tasks: list[Task], preds: list[set[int]], succs: list[set[int]], *, front: Task, last: Task,
+                      argv: tuple[str, ...]) -> int:  # fmt: skip
+    """The learned stub task: after cudafe++ (the .cudafe1.cpp, the module_id) and what the last
+    cicc waits for but the ciccs themselves (its .cpp1.ii)."""
+    ciccs = {t.id for t in tasks if t.step.kind is Kind.CICC}
+    wait = {p for p in preds[last.id] | preds[front.id] if p not in ciccs and tasks[p].action is not Action.CHECK_MODULE_ID}
+    cudafe = {t.id for t in tasks if t.step.kind is Kind.CUDAFE and t.step.writes & front.reads}
+    task = Task(id=len(tasks), step=front.step, action=Action.LEARNED_STUB, argv=argv)
+    tasks.append(task)
+    preds.append(wait | cudafe)
+    succs.append(set())
+    for pred in preds[task.id]:
+        succs[pred].add(task.id)
+    return task.id
 
 
 def _start_on_any_stub(tasks: list[Task], preds: list[set[int]], succs: list[set[int]], *, front: int, back: int,

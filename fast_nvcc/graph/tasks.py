@@ -19,6 +19,7 @@ class Action(enum.Enum):
     HOST_FRONT = "host-front"  # ours: the host compile's cc1plus, before fatbinary
     HOST_BACK = "host-back"  # ours: its as, once the real .fatbin.c is there (or the compile)
     STUB_PROBE = "stub-probe"  # ours: the last cicc's front end alone, for its stub (optional)
+    LEARNED_STUB = "learned-stub"  # ours: the stub the last compile's cicc wrote, if it holds
     REMOTE = "remote"  # ours: cicc or ptxas through sccache (--remote sccache)
 
 
@@ -34,6 +35,7 @@ HANDLED_BY: dict[Action, str] = {
     Action.HOST_FRONT: "fast_nvcc.guess.host_split",
     Action.HOST_BACK: "fast_nvcc.guess.host_split",
     Action.STUB_PROBE: "fast_nvcc.guess.host_split",
+    Action.LEARNED_STUB: "fast_nvcc.guess.learned_stub",
     Action.REMOTE: "fast_nvcc.remote.sccache",
 }
 
@@ -94,12 +96,15 @@ class Task:
             return f"{self.step.label} (as)"
         if self.action is Action.STUB_PROBE:
             return f"{self.step.label} (stub only)"
+        if self.action is Action.LEARNED_STUB:
+            return f"{self.step.label} (learned stub)"
         return self.step.label
 
     @property
     def order(self) -> tuple[int, int, int]:
         """nvcc's order: its phase, the plan index, then ours within it."""
-        within = {Action.CHECK_MODULE_ID: 1, Action.HOST_BACK: 2, Action.STUB_PROBE: 3}.get(self.action, 0)
+        within = {Action.CHECK_MODULE_ID: 1, Action.HOST_BACK: 2, Action.STUB_PROBE: 3, Action.LEARNED_STUB: 4}.get(
+            self.action, 0)  # fmt: skip
         return (0 if self.before_threads else 1, self.step.index, within)
 
 

@@ -39,10 +39,11 @@ from dataclasses import dataclass
 
 from ..files import read_bytes, write_atomically
 from ..graph.host_compile import stub_path
-from ..graph.tasks import Action
+from ..graph.tasks import Action, Task
 from ..plan.shellwords import split_words
 from ..run.handlers import Handler, TaskRun
 from ..run.task_records import StepFailed
+from . import learned_stub, module_id
 
 STUB_DIFFERS = "its stub differs from the one it started from"
 _CC1PLUS_FAILED = "cc1plus failed"
@@ -254,6 +255,7 @@ def run_back(run: TaskRun, cache=None) -> None:
     front = run.shared.get(task.front)
     if task.stub is not None:
         stub = _real_stub(run)
+        _keep_learned(run, stub)
         if isinstance(front, _Front) and not _stub_holds(front, stub):
             front = _failed(run, STUB_DIFFERS)
     try:
@@ -305,6 +307,15 @@ def run_back(run: TaskRun, cache=None) -> None:
         cache.store_object(run)
 
 
+def _keep_learned(run: TaskRun, stub: bytes | None) -> None:
+    """The stub cicc wrote, kept for the next compile of the same inputs (a learned stub task
+    of this compile left where: :mod:`fast_nvcc.guess.learned_stub`)."""
+    for done, _ in run.task.stub[2]:
+        found = run.shared.get(done)
+        if stub is not None and isinstance(found, learned_stub.Learned):
+            learned_stub.keep(found, stub)
+
+
 def _failed(run: TaskRun, why: str) -> str:
     """The split did not hold after its front compiled: what was thrown away, and why."""
     run.record.guess_failed = why
@@ -319,7 +330,7 @@ def _early_stub(run: TaskRun) -> bytes | None:
     for done, seed in seeds:  # the sure ones first: the stub probe's, then the last cicc's own
         if run.done(done):
             try:
-                text = read_bytes(os.path.join(run.cwd, seed))
+                text = _on_nvccs_module_id(run, run.dag.tasks[done], read_bytes(os.path.join(run.cwd, seed)))
             except FileNotFoundError:
                 continue
             break
@@ -328,6 +339,20 @@ def _early_stub(run: TaskRun) -> bytes | None:
     stub = text.replace(_name(seed), _name(real))
     write_atomically(os.path.join(run.cwd, real), stub)
     return stub
+
+
+def _on_nvccs_module_id(run: TaskRun, seed: Task, stub: bytes) -> bytes:
+    """A stub probe of a cicc that made its own module_id wrote that id into its stub; where
+    nvcc's differs (a source whose id carries cudafe++'s process id: TE's scaled_activation.cu,
+    whose host compile then ran twice), the stub on nvcc's id.  cudafe++ has written it by now:
+    the front waits for its .cudafe1.cpp."""
+    if seed.action is not Action.STUB_PROBE or seed.early is None or "--gen_module_id_file" not in seed.argv:
+        return stub
+    own = module_id.read_id(os.path.join(run.cwd, seed.argv[seed.argv.index("--module_id_file_name") + 1]))
+    nvccs = module_id.read_id(os.path.join(run.cwd, seed.early[1]))
+    if own is None or nvccs is None or own == nvccs:
+        return stub
+    return learned_stub.replace_module_id(stub, own.strip(), nvccs.strip())
 
 
 def run_stub_probe(run: TaskRun) -> None:

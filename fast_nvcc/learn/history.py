@@ -173,20 +173,23 @@ class History:
         ) for m in measurements])  # fmt: skip
 
     def export_rows(self, *, root: str) -> list[dict]:
-        """Every learned cost, sources under ``root`` relative to it (so that another checkout
-        of the project, elsewhere, finds them)."""
+        """The learned costs of the sources under ``root``, relative to it (so that another
+        checkout of the project, elsewhere, finds them).  The history is the user's, shared by
+        every project built on the machine: other projects' sources stay out of the export."""
         db = self._connect()
         rows = db.execute("SELECT source, tool, arch, seconds, rss_kb, runs FROM costs ORDER BY source, tool, arch")
-        return [{"source": _relative(source, root), "tool": tool, "arch": arch, "seconds": seconds,
-                 "rss_kb": rss_kb, "runs": runs} for source, tool, arch, seconds, rss_kb, runs in rows]  # fmt: skip
+        return [{"source": relative, "tool": tool, "arch": arch, "seconds": seconds, "rss_kb": rss_kb, "runs": runs}
+                for source, tool, arch, seconds, rss_kb, runs in rows
+                if (relative := _under(source, root)) is not None]  # fmt: skip
 
     def export_guesses(self, *, root: str) -> list[dict]:
-        """Every guess's last outcome, sources as in :meth:`export_rows`."""
+        """The last outcome of each guess, for the sources under ``root`` as in :meth:`export_rows`."""
         db = self._connect()
         rows = db.execute(
             "SELECT source, guess, arch, held, why, lost, detail FROM guesses ORDER BY source, guess, arch")
-        return [{"source": _relative(source, root), "guess": guess, "arch": arch, "held": bool(held), "why": why,
-                 "lost": lost, "detail": detail} for source, guess, arch, held, why, lost, detail in rows]  # fmt: skip
+        return [{"source": relative, "guess": guess, "arch": arch, "held": bool(held), "why": why, "lost": lost,
+                 "detail": detail} for source, guess, arch, held, why, lost, detail in rows
+                if (relative := _under(source, root)) is not None]  # fmt: skip
 
     def import_guesses(self, rows: Iterable[Mapping], *, root: str) -> int:
         """Add exported outcomes; what this machine learned itself stays."""
@@ -263,27 +266,36 @@ def _rows_of(db: sqlite3.Connection, select: str, sources: Iterable[str]) -> lis
     return db.execute(f"{select} WHERE source IN ({','.join('?' * len(wanted))})", wanted).fetchall()
 
 
-def _relative(source: str, root: str) -> str:
-    try:
-        relative = os.path.relpath(source, root)
-    except ValueError:
-        return source
-    return source if relative.startswith(os.pardir) else relative
+def _under(source: str, root: str) -> str | None:
+    """``source`` relative to ``root`` if it lies under it, else None (another project's
+    source, or none: a link's steps work for no one source)."""
+    if not os.path.isabs(source):
+        return None
+    relative = os.path.relpath(source, root)
+    return None if relative == os.curdir or relative.split(os.sep, 1)[0] == os.pardir else relative
 
 
 # -- fast_nvcc history export|import ---------------------------------------------------------
 
 
-def main(argv: Iterable[str]) -> int:
-    """Carry learned costs to another machine or a CI runner's next build: ``export`` writes
-    them as JSON (sources relative to --root), ``import`` adds them to this machine's."""
+def build_parser():
+    """``fast_nvcc history``'s options (docs/options.md names each: tests/test_options_doc.py)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="fast_nvcc history", description=main.__doc__)
     parser.add_argument("action", choices=("export", "import"))
     parser.add_argument("file", help="the JSON file ('-': standard output or input)")
-    parser.add_argument("--root", default=os.getcwd(), help="sources are relative to this (default: here)")
-    options = parser.parse_args(list(argv))
+    parser.add_argument("--root", default=os.getcwd(),
+                        help="export: only the sources under this directory, relative to it; import: relative"
+                        " sources are made absolute under it (default: here)")  # fmt: skip
+    return parser
+
+
+def main(argv: Iterable[str]) -> int:
+    """Carry learned costs to another machine or a CI runner's next build: ``export`` writes
+    those of the sources under --root as JSON, relative to it; ``import`` adds them to this
+    machine's."""
+    options = build_parser().parse_args(list(argv))
     root = os.path.abspath(options.root)
     history = History(history_path(os.environ))
     try:

@@ -122,7 +122,7 @@ class Learned:
 
 def task_cost(known: Mapping, task: Task, owners: Mapping[int, str]) -> Cost:
     """One task's expected seconds and peak memory, from what is ``known`` of its tool."""
-    if task.action is Action.CHECK_MODULE_ID:
+    if task.action in (Action.CHECK_MODULE_ID, Action.LEARNED_STUB):
         return _FREE
     step = task.step
     source = owners.get(step.index, "")

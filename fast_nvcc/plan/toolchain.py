@@ -16,14 +16,17 @@ class ToolchainError(FastNvccError):
     """No usable nvcc."""
 
 
-def find_nvcc(explicit: str | None = None, *, env: Mapping[str, str] = os.environ) -> str:
-    for source, candidate in _candidates(explicit, env):
+def find_nvcc(explicit: str | None = None, *, env: Mapping[str, str] = os.environ,
+              given_as: str = "--nvcc") -> str:  # fmt: skip
+    """The nvcc to run: ``explicit`` (``given_as`` says how the user gave it: ``--nvcc``, or
+    the compiler in the launcher form), else the first found in FAST_NVCC_NVCC, PATH, ..."""
+    for source, candidate in _candidates(explicit, env, given_as):
         if candidate is None:
             continue
         path = shutil.which(candidate, path=env.get("PATH")) if os.sep not in candidate else candidate
         if path and os.access(path, os.X_OK) and not os.path.isdir(path) and not _is_us(path):
             return path
-        if source in ("--nvcc", "FAST_NVCC_NVCC"):
+        if source in (given_as, "FAST_NVCC_NVCC"):
             raise ToolchainError(f"{source} names {candidate!r}, which is not an executable nvcc")
     raise ToolchainError(
         "cannot find nvcc: pass --nvcc PATH, set FAST_NVCC_NVCC or CUDA_HOME, put nvcc on PATH,"
@@ -47,8 +50,8 @@ def pypi_nvccs() -> list[str]:
     return found
 
 
-def _candidates(explicit: str | None, env: Mapping[str, str]):
-    yield "--nvcc", explicit
+def _candidates(explicit: str | None, env: Mapping[str, str], given_as: str):
+    yield given_as, explicit
     yield "FAST_NVCC_NVCC", env.get("FAST_NVCC_NVCC") or None
     yield "PATH", "nvcc"
     for variable in ("CUDA_HOME", "CUDA_PATH"):

@@ -44,6 +44,8 @@ def graph_source(report: RunReport, *, title: str = "") -> str:
         elif step.state in ("skipped", "killed"):
             attrs.update(style="rounded,dashed", fontcolor="gray40")
         dot.node(str(step.task), **attrs)
+    for task, label in report.dropped:  # an edge to it would otherwise draw a bare task number
+        dot.node(str(task), label=f"{label}\nnot started", style="rounded,dotted", fontcolor="gray40")
     critical = {s.task for s in report.steps if s.critical}
     for step in report.steps:
         for pred in step.preds:

@@ -67,6 +67,9 @@ class RunReport:
     exit_code: int
     jobs: int
     started_at: float = 0.0
+    # Optional tasks dropped before they started (a stub probe with no idle core): (task, label).
+    # Not steps (nothing ran), but other steps' ``preds`` still name them.
+    dropped: tuple[tuple[int, str], ...] = ()
 
     @property
     def serial_seconds(self) -> float:
@@ -141,10 +144,11 @@ def build_report(
     durations = [record.seconds for record in records]
     critical = set(critical_path(as_run(dag, records), durations))
     sizes = sizes or {}
-    steps = []
+    steps, dropped = [], []
     for task, record in zip(dag.tasks, records):
         if task.optional and record.start is None:
-            continue  # dropped before it started: nothing happened
+            dropped.append((task.id, task.label))  # dropped before it started: nothing happened
+            continue
         read, written = sizes.get(task.id, (0, 0))
         steps.append(
             StepReport(
@@ -182,7 +186,7 @@ def build_report(
                 core_timeline=tuple(record.core_timeline),
             )
         )
-    return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at)
+    return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at, tuple(dropped))
 
 
 def as_run(dag: Dag, records: Sequence[Record]) -> Dag:
@@ -211,6 +215,8 @@ def _tool_of(task, record) -> str:
         return "as"
     if task.action is Action.STUB_PROBE:
         return "cicc stub"
+    if task.action is Action.LEARNED_STUB:
+        return "learned stub"
     return task.step.tool
 
 

@@ -32,6 +32,8 @@ def say_task_notes(dag: Dag, records: Sequence[Record], say: Say) -> None:
             say(f"{task.step.label}: killed to make room for an older step while memory ran short; ran it again")
         elif record.oom_rerun:
             say(f"{task.step.label}: killed for lack of memory; ran it again")
+        if task.action is Action.LEARNED_STUB and record.state is State.DONE and not record.dropped:
+            say(f"{task.step.label}: cc1plus could start on the stub its last compile's cicc wrote (the same input)")
         if record.split_note:
             lost = f" ({record.guess_lost:.1f} s of cc1plus thrown away)" if record.guess_lost else ""
             say(f"{task.step.label}: host compile run as printed: {record.split_note}{lost}")

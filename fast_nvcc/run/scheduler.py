@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from ..graph.short import short_steps
 from ..graph.tasks import Action, Dag, Task
 from ..machine.slots import Slots
+from .backoff import Backoff
 from .captures import Captures
 from .dispatch import Ready, Turn, dispatch
 from .early_inputs import EarlyInputs
@@ -107,6 +108,9 @@ class Runner:
         self._redo: dict[int, tuple[Task, str, tuple[str, ...]]] = {}
         self._failed: int | None = None  # the earliest failure in nvcc's order
         self._t0 = 0.0
+        # Waiting for room another compile holds (backoff.py): nothing of ours runs, or some does.
+        self._idle, self._blocked = Backoff(0.01, 0.08), Backoff(0.02, 0.08)
+        self._changed = False  # a task started or ended since the last wait
 
     def close(self) -> None:
         """Free the captured output, once nothing reads the records' captures any more."""
@@ -169,17 +173,22 @@ class Runner:
         self._look()
         turn = self._dispatch()
         self.holdings.share(turn)
+        changed, self._changed = self._changed or bool(turn.start), False
         if not self.processes.running:
             if not self.ready:
                 return False
-            time.sleep(0.01)  # nothing of ours runs: wait for the pool to free a slot
+            time.sleep(self._idle.wait(changed=changed))  # nothing of ours runs: wait for the pool
             return True
         watching = self.readiness.early or any(self.watches)  # files appear while steps run
         grants = self.holdings.grants
-        timeout = 0.02 if turn.blocked else 0.05 if watching else Holdings.GRANTS_POLL if grants else 0.5
+        timeout = 0.05 if watching else Holdings.GRANTS_POLL if grants else 0.5
+        if turn.blocked:
+            timeout = min(timeout, self._blocked.wait(changed=changed))
         end = self.launcher.next_end(timeout=timeout)
-        if end is not None and self._ended(*end):
-            emitter.forward(upto=self._failed_order)
+        if end is not None:
+            self._changed = True
+            if self._ended(*end):
+                emitter.forward(upto=self._failed_order)
         return True
 
     def _look(self) -> None:

@@ -59,7 +59,7 @@ def log_record(time, wall, outputs, steps=(), *, cwd="/b"):
         "jobs": 4, "critical_path_seconds": wall,
         "steps": [
             {"index": i, "tool": tool, "kind": kind, "arch": arch, "start": start, "end": start + seconds,
-             "seconds": seconds, "cpu_seconds": seconds / 2, "max_rss_kb": 1, "exit_code": 0,
+             "seconds": seconds, "cpu_seconds": seconds, "max_rss_kb": 1, "exit_code": 0,
              "state": "done", "critical": False}
             for i, (tool, kind, arch, start, seconds) in enumerate(steps)
         ],
@@ -304,7 +304,7 @@ def test_the_last_matching_rule_wins():
 
 @pytest.mark.parametrize(
     ("wall", "interval"),
-    [(4.87, 0.2), (100.0, 5.0), (15706.0, 1000.0), (20.0, 1.0), (0.0, 1.0), (3600.0, 200.0)],
+    [(4.87, 0.5), (6.0, 0.5), (100.0, 5.0), (15706.0, 1000.0), (20.0, 1.0), (0.0, 1.0), (3600.0, 200.0)],
 )
 def test_nice_interval(wall, interval):
     assert nice_interval(wall) == pytest.approx(interval)
@@ -684,8 +684,8 @@ def test_waiting_for_slots_across_the_build(tmp_path, capsys):
         "first": {"steps": 2, "seconds": 4.0, "compiles": 2}, "drain": {"steps": 1, "seconds": 5.0, "compiles": 1},
     }  # fmt: skip
     code, out, _ = run_main(capsys, log)
-    assert "waiting for slots (3 compiles)" in out and "starved: b.o" in out
-    assert "over the pool for the compiles nearest their end (rule 3): 1 steps of 1 compiles" in out
+    assert "waiting for cores (3 compiles with fast_nvcc's wait times)" in out and "starved: b.o" in out
+    assert "over the pool for the compiles nearest their end (rule 3): 1 step of 1 compile" in out
 
 
 def test_failed_guesses_across_the_build(tmp_path, capsys):
@@ -800,7 +800,7 @@ def test_split_steps_in_the_log_teach_their_serial_share_and_count_as_split(tmp_
     short = [log_record(1000.0 + i, 10.0, [f"/b/s{i}.o"], [("cicc", "cicc", "compute_90", 0.0, 10.0)]) for i in range(4)]
     v = analyze(load_build([str(write_jsonl(tmp_path / "log.jsonl", [record, *short]))]), slots=8).advice
     tool, share, how = v.serial[0]
-    assert tool == "cicc" and share == pytest.approx(0.5, abs=1e-6) and how == "learned from 1 split steps"
+    assert tool == "cicc" and share == pytest.approx(0.5, abs=1e-6) and how == "learned from 1 split step"
     assert v.poles[0].already_split and v.split_floor is None
 
 
@@ -855,3 +855,31 @@ def test_write_split_without_advice_writes_a_header_that_splits_nothing(tmp_path
     (line,) = written.read_text().splitlines()
     assert line.startswith("# written by fast_nvcc analyze --write-split: no split advised (floor 30.0 s)")
     assert settings(4, f"@{written}", {}) == (None, ())
+
+
+def test_a_sources_own_split_steps_in_a_later_build_give_its_serial_share(tmp_path, capsys):
+    """An exact build (relu_grouped.cu sets the floor, adam.cu too), then relu_grouped.cu alone
+    built split, appended to the same log: analyzing the exact build models relu_grouped.cu's
+    split with the serial share its own split cicc showed (0.6, not the default 0.37), and says
+    that adam.cu was not measured split yet."""
+    records = [json.loads(line) for line in _pole_build(tmp_path).read_text().splitlines()]
+    middle = log_record(1000.0, 170.0, ["/b/adam.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 170.0)])
+    middle["sources"] = ["/src/multi_tensor/adam.cu"]
+    wall, cpu = advice.split_step(100.0, serial=0.6, cores=4)
+    later = log_record(100_000.0, wall, ["/b/relu_grouped.cu.o"], [("cicc", "cicc", "compute_90", 0.0, wall)])
+    later["sources"] = ["/src/activation/relu_grouped.cu"]
+    later["steps"][0].update(cpu_seconds=cpu, cores=4)
+    both = write_jsonl(tmp_path / "both.jsonl", [*records, middle, later])
+    v = analyze(load_build([str(both)], build=1), slots=4).advice
+    relu, adam = v.poles
+    assert (relu.source, relu.measured, adam.source, adam.measured) == ("relu_grouped.cu", "1 split step", "adam.cu", "")
+    # relu_grouped.cu: cicc 100 s and ptxas 60 s (cpu 50 and 30: the log's halves) on 4 cores,
+    # its cicc at its own share, its ptxas at the default.
+    own = advice.split_step(100.0, serial=0.6, cores=4)[0] + advice.split_step(60.0, serial=0.16, cores=4)[0]
+    assert relu.split_seconds == pytest.approx(180.0 - 160.0 + own)
+    without = analyze(load_build([str(write_jsonl(tmp_path / "one.jsonl", [*records, middle]))]), slots=4).advice
+    assert without.poles[0].measured == "" and without.poles[0].split_seconds < relu.split_seconds
+    code, out, _ = run_main(capsys, both, "--build", "1", "-j", "4")
+    assert code == 0
+    assert "measured split on their own source: relu_grouped.cu (1 split step)" in out
+    assert "not measured split yet (the serial shares above): adam.cu" in out

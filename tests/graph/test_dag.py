@@ -240,14 +240,18 @@ def test_split_host_compile_starts_before_fatbinary():
     assert find(dag, Kind.CUDAFE)[0].id in ancestors(dag, front.id)
     checks = {t.checked_by for t in ciccs}
     (probe,) = [t for t in dag.tasks if t.action is Action.STUB_PROBE]
-    assert front.any_of == checks | {probe.id} and front.any_of <= dag.preds[front.id]
+    (learned,) = [t for t in dag.tasks if t.action is Action.LEARNED_STUB]
+    assert front.any_of == checks | {probe.id, learned.id} and front.any_of <= dag.preds[front.id]
     # The last cicc writes its stub to a private path, also when its module_id check reruns
     # it; the back task waits for that check and puts the real stub in place.
     real_stub, private_stub, seeds = front.stub
     assert back.stub == front.stub and private_stub == "/w/%d.stub.c" % last.step.index
     assert real_stub in last.step.argv and private_stub in last.argv and real_stub not in last.argv
     assert dict(seeds) == {t.checked_by: (private_stub if t is last else t.argv[t.argv.index("--stub_file_name") + 1])
-                           for t in ciccs} | {probe.id: "/w/%d.probe.stub.c" % last.step.index}  # fmt: skip
+                           for t in ciccs} | {probe.id: "/w/%d.probe.stub.c" % last.step.index,
+                                              learned.id: "/w/%d.learned.stub.c" % last.step.index}  # fmt: skip
+    # The sure stubs first (the probe's, the last cicc's own), then the one learned, then the rest.
+    assert [done for done, _ in seeds[:3]] == [probe.id, last.checked_by, learned.id]
     # The stub probe: the last cicc's front end alone, on the same input, once the same steps
     # are done, every file it writes private; the front takes its stub before any other.
     assert seeds[0][0] == probe.id and probe.optional and probe.step is last.step
@@ -262,7 +266,8 @@ def test_split_host_compile_starts_before_fatbinary():
     unprobed = build_dag(load_plan("compile_3arch_md"), speculate=True, split_host=True, probe_stubs=False,
                          workdir="/w", exists=exists)  # fmt: skip
     assert not [t for t in unprobed.tasks if t.action is Action.STUB_PROBE]
-    assert find(unprobed, Kind.HOST_COMPILE, action=Action.HOST_FRONT)[0].any_of == checks
+    unprobed_learned = {t.id for t in unprobed.tasks if t.action is Action.LEARNED_STUB}
+    assert find(unprobed, Kind.HOST_COMPILE, action=Action.HOST_FRONT)[0].any_of == checks | unprobed_learned
     check = dag.tasks[last.checked_by]
     assert private_stub in check.rerun and real_stub not in check.rerun
     assert dag.preds[back.id] == {front.id, fatbinary.id, check.id}
@@ -298,18 +303,50 @@ def test_an_early_stub_comes_from_its_own_compile(name):
     for front in (t for t in dag.tasks if t.action is Action.HOST_FRONT and t.stub is not None):
         fatbin_c = front.fatbin[0].rsplit("/", 1)[-1]
         for done, path in front.stub[2]:
+            if dag.tasks[done].action is Action.LEARNED_STUB:  # its compile's: what its last cicc reads
+                (cicc,) = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC
+                           and dag.tasks[done].argv[2] in t.argv]  # fmt: skip
+                assert any(fatbin_c in word for word in cicc.argv) and path == dag.tasks[done].argv[-1]
+                continue
             (cicc,) = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action in (Action.EXEC, Action.STUB_PROBE)
                        and (t.id == done or t.checked_by == done)]  # fmt: skip
             assert path in cicc.argv and any(fatbin_c in word for word in cicc.argv)
 
 
-def test_early_stubs_need_two_architectures_of_one_compile():
-    def stubs(name):
-        return [t.stub for t in _early_stub_dag(name).tasks if t.action is Action.HOST_FRONT]
+def test_early_stubs_need_two_architectures_of_one_compile_or_a_learned_stub():
+    def stubs(name, learned):
+        dag = build_dag(load_plan(name), speculate=True, split_host=True, workdir="/w", exists=exists,
+                        learned_stubs=learned)  # fmt: skip
+        return [t.stub for t in dag.tasks if t.action is Action.HOST_FRONT]
 
-    assert stubs("compile_1arch") == [None]
-    assert stubs("link_executable") == [None, None, None]  # two sources and the -dlink stub
-    assert all(stubs("compile_3arch")) and stubs("compile_3arch")
+    assert stubs("compile_1arch", False) == [None]
+    assert stubs("link_executable", False) == [None, None, None]  # two sources and the -dlink stub
+    assert all(stubs("compile_3arch", False)) and stubs("compile_3arch", False)
+    # A learned stub stands in for a compile's only cicc: both sources' compiles get one; the
+    # -dlink stub's compile has no cicc and no cudafe++.
+    assert all(stubs("compile_1arch", True)) and stubs("compile_1arch", True)
+    assert [s is not None for s in stubs("link_executable", True)] == [True, True, False]
+
+
+def test_a_learned_stub_waits_for_cudafe_and_the_preprocessing_but_no_cicc():
+    """One architecture: the front may start on the learned stub as soon as cudafe++ and the
+    device preprocessing are done, while cicc runs; the back still waits for cicc's own."""
+    dag = _early_stub_dag("compile_1arch")
+    (front,) = find(dag, Kind.HOST_COMPILE, action=Action.HOST_FRONT)
+    (back,) = find(dag, Kind.HOST_COMPILE, action=Action.HOST_BACK)
+    (learned,) = [t for t in dag.tasks if t.action is Action.LEARNED_STUB]
+    (cicc,) = find(dag, Kind.CICC, action=Action.EXEC)
+    (cudafe,) = find(dag, Kind.CUDAFE)
+    waits = ancestors(dag, learned.id)
+    assert cudafe.id in waits and not any(dag.tasks[t].step.kind is Kind.CICC for t in waits)
+    assert not any(dag.tasks[t].action is Action.CHECK_MODULE_ID for t in waits)
+    assert {p for p in dag.preds[cicc.id] if dag.tasks[p].step.kind is Kind.PREPROCESS} <= waits
+    assert learned.id in front.any_of and cicc.checked_by in front.any_of
+    assert cicc.checked_by in dag.preds[back.id] and learned.id not in dag.preds[back.id]
+    key, host_side, cicc_input, module_id, output = learned.argv
+    assert host_side.endswith(".cudafe1.cpp") and cicc_input.endswith(".cpp1.ii") and module_id.endswith(".module_id")
+    assert output == "/w/%d.learned.stub.c" % cicc.step.index and key.startswith("/")  # the source's path first
+    assert "tmpxft_" not in key  # run after run the same
 
 
 def test_a_member_of_an_any_of_group_does_not_count_the_groups_task():

@@ -9,6 +9,7 @@ import pytest
 
 from fast_nvcc.learn.learned import measurements, source_of_steps, task_cost
 from fast_nvcc.graph.tasks import Action
+from fast_nvcc.guess.decisions import Outcome
 from fast_nvcc.learn.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, arch_weight, estimate, history_path
 from fast_nvcc.plan.dryrun import Kind
 from fast_nvcc.run.task_records import Record, State
@@ -123,28 +124,46 @@ def test_history_travels_to_another_checkout(tmp_path):
     second machine learned itself stays."""
     first = History(str(tmp_path / "a" / "history.sqlite"))
     first.record([Measurement("/ci/one/src/k.cu", "cicc", "compute_90a", 40.0, 900_000),
-                  Measurement("/usr/include/other.cu", "cudafe++", "", 5.0, 600_000)])  # fmt: skip
+                  Measurement("/ci/one/src/l.cu", "cudafe++", "", 5.0, 600_000)])  # fmt: skip
     rows = first.export_rows(root="/ci/one")
     first.close()
-    assert {r["source"] for r in rows} == {"src/k.cu", "/usr/include/other.cu"}
+    assert {r["source"] for r in rows} == {"src/k.cu", "src/l.cu"}
     second = History(str(tmp_path / "b" / "history.sqlite"))
     second.record([Measurement("/work/two/src/k.cu", "cicc", "compute_90a", 30.0, 800_000)])  # learned here
     assert second.import_rows(rows, root="/work/two") == 1
-    known = second.lookup(["/work/two/src/k.cu", "/usr/include/other.cu"])
+    known = second.lookup(["/work/two/src/k.cu", "/work/two/src/l.cu"])
     assert known[("/work/two/src/k.cu", "cicc", "compute_90a")].seconds == 30.0
-    assert known[("/usr/include/other.cu", "cudafe++", "")].seconds == 5.0
+    assert known[("/work/two/src/l.cu", "cudafe++", "")].seconds == 5.0
     second.close()
+
+
+def test_an_export_holds_only_the_sources_under_its_root(tmp_path):
+    """The history is the user's, shared by every project built on the machine: `history export
+    --root .` carries this checkout's sources, not other projects' absolute paths (one export held
+    1,087 entries for 106 sources, 100 of them other projects'), nor a link's (no source)."""
+    history = History(str(tmp_path / "history.sqlite"))
+    history.record([Measurement("/ci/one/src/k.cu", "cicc", "compute_80", 4.0, 1),
+                    Measurement("/ci/one-other/k.cu", "cicc", "compute_80", 4.0, 1),
+                    Measurement("/ci/k.cu", "cicc", "compute_80", 4.0, 1),
+                    Measurement("/opt/other/project/x.cu", "cicc", "compute_80", 4.0, 1),
+                    Measurement("", "nvlink", "", 0.5, 1)])  # fmt: skip
+    history.record_guesses([Outcome("/ci/one/src/k.cu", "module_id", "compute_80", True),
+                            Outcome("/opt/other/project/x.cu", "module_id", "compute_80", False)])  # fmt: skip
+    assert [r["source"] for r in history.export_rows(root="/ci/one")] == ["src/k.cu"]
+    assert [r["source"] for r in history.export_guesses(root="/ci/one/")] == ["src/k.cu"]
+    history.close()
 
 
 def test_history_export_and_import_on_the_command_line(tmp_path):
     env = {**os.environ, "FAST_NVCC_CACHE_DIR": str(tmp_path / "state")}
     history = History(history_path(env))
-    history.record([Measurement(str(tmp_path / "k.cu"), "cicc", "compute_80", 12.0, 700_000)])
+    history.record([Measurement(str(tmp_path / "k.cu"), "cicc", "compute_80", 12.0, 700_000),
+                    Measurement("/elsewhere/other.cu", "cicc", "compute_80", 12.0, 700_000)])  # fmt: skip
     history.close()
     command = [sys.executable, "-m", "fast_nvcc", "history"]
     exported = subprocess.run([*command, "export", "-", "--root", str(tmp_path)], env=env,
                               capture_output=True, text=True, check=True)  # fmt: skip
-    assert json.loads(exported.stdout)["costs"][0]["source"] == "k.cu"
+    assert [row["source"] for row in json.loads(exported.stdout)["costs"]] == ["k.cu"]
     (tmp_path / "h.json").write_text(exported.stdout)
     elsewhere = {**os.environ, "FAST_NVCC_CACHE_DIR": str(tmp_path / "other")}
     imported = subprocess.run([*command, "import", str(tmp_path / "h.json"), "--root", "/src"], env=elsewhere,

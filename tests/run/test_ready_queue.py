@@ -138,3 +138,29 @@ def test_a_run_with_one_slot_starts_what_the_overrun_puts_first(tmp_path, monkey
     assert result.returncode == 0
     starts = {t: runner.records[t].start for t in (PTXAS, CC1PLUS)}
     assert min(starts, key=starts.get) == first
+
+
+@pytest.mark.parametrize("heaviest", ["compute_75", "compute_80", "compute_90"])
+def test_a_compiles_own_ciccs_start_longest_learned_first(heaviest):
+    """Three ciccs of one compile, ready together: the one whose learned cost is the longest
+    goes first, whatever nvcc's order (the plan prints compute_75 first)."""
+    from fast_nvcc.graph.choose import choose_dag
+    from fast_nvcc.learn.history import Cost
+    from fast_nvcc.learn.learned import Learned, source_of_steps
+
+    from plans import load_plan
+
+    plan = load_plan("compile_3arch")
+    owners = source_of_steps(plan, ["kernel.cu"])
+    source = next(iter(set(owners.values())))
+    costs = {(source, "cicc", arch): Cost(100.0 if arch == heaviest else 10.0, 0)
+             for arch in ("compute_75", "compute_80", "compute_90")}  # fmt: skip
+    learned = Learned(plan, None, costs, Learned.nothing(plan).memory, owners)
+    dag = choose_dag(plan, learned, workdir="/w", sequential=False, faithful=False, watched=False, env={},
+                     say=lambda message: None)  # fmt: skip
+    work = [c.seconds for c in learned.task_costs(dag)]
+    queue = ReadyQueue(priorities(dag, work), work=work)
+    ciccs = [t for t in dag.tasks if t.step.kind is Kind.CICC and t.action is Action.EXEC]
+    assert [t.step.arch for t in ciccs] == ["compute_75", "compute_80", "compute_90"]
+    first = dag.tasks[order(queue, dag, [t.id for t in ciccs])[0]]
+    assert first.step.arch == heaviest

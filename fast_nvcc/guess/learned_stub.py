@@ -1,0 +1,152 @@
+"""The host compile from the stub its last compile wrote, before any cicc of its own has ended.
+
+The host compile includes the stub its compile's last cicc writes, and cicc writes it only as it
+exits.  Where a compile has one cicc (one architecture), no other stub can stand in for it
+(:func:`fast_nvcc.graph.host_compile.early_stubs`), so the host compile's cc1plus, often a minute
+of one thread, started only after that cicc: with ``--split-compile``, TransformerEngine's
+``scaled_activation.cu`` ran cicc for 96 s and then cc1plus for 89 s, one after the other, and
+ended every build it was in (docs/benchmarks.md).
+
+cicc's stub is a function of what it reads and of its options.  So each compile keeps the stub
+its last cicc wrote, under a key of its source, working directory and commands, beside a digest
+of what that cicc and the host compile read (the ``.cpp1.ii`` and the ``.cudafe1.cpp``).  Next
+time a *learned stub* task, which waits only for cudafe++ and the device preprocessing, finds the
+same digest and writes the stub it kept, so the front of the host compile (cc1plus) starts at
+once, beside cicc.  What changes from run to run is masked in all of it: the temp directory, the
+``tmpxft_`` prefix, and the module_id (it carries cudafe++'s pid for some sources).
+
+Nothing is taken on trust: the back still compares the stub the front compiled with the one cicc
+writes (:func:`fast_nvcc.guess.host_split._stub_holds`) and runs the host compile as printed when
+they differ.  The stub learned is refreshed by every compile, whether or not the front used it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..files import read_bytes, write_atomically
+from ..graph.tasks import Action
+from ..run.handlers import Handler, TaskRun
+
+_PREFIX = re.compile(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")
+_DIRECTORY, _TMP, _ID = b"\0@TEMP-DIR@\0", b"\0@TMPXFT@\0", b"\0@MODULE-ID@\0"
+# The anonymous namespace's mangled name spells the module_id's length: <length>_GLOBAL__N_<id>
+# (``43_GLOBAL__N__816de668_5_ps_cu_8af59834_19852``).  A pid with one digit more lengthens it.
+_ANONYMOUS, _MANGLED = b"_GLOBAL__N_", b"\0@MANGLED-NAMESPACE@\0"
+FOLDER = "learned-stubs"
+
+
+def mangled_namespace(module_id: bytes) -> bytes:
+    """How the anonymous namespace of a source with this module_id is spelt in mangled names."""
+    return b"%d%s%s" % (len(_ANONYMOUS) + len(module_id), _ANONYMOUS, module_id)
+
+
+def replace_module_id(stub: bytes, old: bytes, new: bytes) -> bytes:
+    """``stub`` as cicc writes it on module_id ``new``, from the one it wrote on ``old``."""
+    return stub.replace(mangled_namespace(old), mangled_namespace(new)).replace(old, new)
+
+
+@dataclass(frozen=True, slots=True)
+class Masks:
+    """What differs from one run of a compile to the next, as this run spells it."""
+
+    directory: bytes  # the temp directory the plan's files are in, with its separator
+    prefix: bytes  # their tmpxft_XXXXXXXX_XXXXXXXX
+    module_id: bytes  # the module_id (empty where none could be read)
+
+    @property
+    def _mangled(self) -> bytes:
+        return mangled_namespace(self.module_id)
+
+    def hide(self, data: bytes) -> bytes:
+        if self.module_id:
+            data = data.replace(self._mangled, _MANGLED).replace(self.module_id, _ID)
+        return data.replace(self.directory, _DIRECTORY).replace(self.prefix, _TMP)
+
+    def show(self, data: bytes) -> bytes:
+        data = data.replace(_DIRECTORY, self.directory).replace(_TMP, self.prefix)
+        return data.replace(_MANGLED, self._mangled).replace(_ID, self.module_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """What a learned stub task leaves the back task, which keeps the real stub for next time."""
+
+    record: str  # the file that keeps it
+    digest: str  # of what cicc and the host compile read, masked
+    masks: Masks
+
+
+def record_path(state_dir: str, key: str, cwd: str) -> str:
+    digest = hashlib.sha256(f"{key}\0{cwd}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return os.path.join(state_dir, FOLDER, f"{digest}.json")
+
+
+def run_learned_stub(run: TaskRun) -> None:
+    """Write the stub learned for these inputs, if one is; leave the back what it needs to keep
+    this compile's.  It never fails the compile: without a stub it ends *dropped*, and the front
+    waits for a cicc's."""
+    key, cudafe_cpp, cicc_input, module_id, output = run.task.argv
+    found = _learned(run, key, cudafe_cpp, cicc_input, module_id)
+    if found is None:
+        run.record.dropped = True
+        run.finish(0)
+        return
+    run.shared[run.task.id] = found
+    stub = _read_record(found)
+    if stub is None:
+        run.record.dropped = True
+    else:
+        write_atomically(os.path.join(run.cwd, output), stub)
+    run.finish(0)
+
+
+def keep(learned: Learned, stub: bytes) -> None:
+    """Keep the stub cicc wrote (named as nvcc names it) for the next compile of these inputs."""
+    text = learned.masks.hide(stub).decode("latin-1")
+    with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(learned.record), exist_ok=True)
+        write_atomically(learned.record, json.dumps({"input": learned.digest, "stub": text}).encode())
+
+
+def _learned(run: TaskRun, key: str, cudafe_cpp: str, cicc_input: str, module_id: str) -> Learned | None:
+    if not run.state_dir:
+        return None
+    paths = [os.path.join(run.cwd, p) for p in (cudafe_cpp, cicc_input, module_id)]
+    prefix = _PREFIX.search(os.path.basename(paths[0]).encode("utf-8", "surrogateescape"))
+    if prefix is None:
+        return None
+    try:
+        identity = read_bytes(paths[2]).strip()
+        inputs = [read_bytes(p) for p in paths[:2]]
+    except OSError:
+        return None
+    # With its separator: "/tmp" alone would also match the start of "/tmpxft_...".
+    directory = os.path.dirname(cudafe_cpp)
+    masks = Masks((directory + os.sep).encode("utf-8", "surrogateescape") if directory else b"\0@NO-DIRECTORY@\0",
+                  prefix.group(0), identity)  # fmt: skip
+    digest = hashlib.sha256()
+    for data in inputs:
+        digest.update(masks.hide(data))
+        digest.update(b"\0")
+    return Learned(record_path(run.state_dir, key, run.cwd), digest.hexdigest(), masks)
+
+
+def _read_record(learned: Learned) -> bytes | None:
+    try:
+        with open(learned.record, encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("input") != learned.digest or not isinstance(record.get("stub"), str):
+        return None
+    return learned.masks.show(record["stub"].encode("latin-1"))
+
+
+HANDLERS: Mapping[Action, Handler] = {Action.LEARNED_STUB: Handler(run_learned_stub, takes_slot=False)}
