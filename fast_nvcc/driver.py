@@ -29,7 +29,7 @@ from .passthrough import run_unchanged
 from .plan import exit_codes, split_option
 from .plan.invocation import Invocation, read_invocation
 from .plan.nvcc_args import threads
-from .plan.tool_traces import ToolTraces, add_tool_traces, requested_trace
+from .plan.tool_traces import ToolTraces, add_tool_traces, has_device_traces, requested_trace
 from .plan.toolchain import find_nvcc
 from .remote.sccache import conclude, open_for_invocation, remote_handler, route_remote
 from .report.device_trace import finish_traces
@@ -119,6 +119,10 @@ def run(config: Config, args: Sequence[str]) -> int:
     plan = invocation.plan
     owner = make_workdir(plan.temp_tag, {os.path.dirname(p) for p in plan.temp_paths})
     trace_value = requested_trace(invocation.effective)
+    if config.device_trace and not has_device_traces(nvcc):
+        print(f"fast_nvcc: warning: --device-trace: {nvcc} has no --fdevice-time-trace: compiling"
+              " without device traces", file=sys.stderr, flush=True)  # fmt: skip
+        config = replace(config, device_trace=False)
     traces = None
     if trace_value is not None or config.device_trace:
         plan, traces = add_tool_traces(plan, directory=owner.path, cwd=cwd, host=config.device_trace)

@@ -11,7 +11,7 @@ import pytest
 
 from fast_nvcc.plan.toolchain import pypi_nvccs
 
-from helpers import copy_sources
+from helpers import copy_sources, nvcc_version
 from sccache_servers import start_redis, stop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -19,12 +19,28 @@ from memory_cgroup import CgroupUnavailable, MemoryCgroup  # noqa: E402
 
 
 def _toolchains() -> list[str]:
-    """Every nvcc found: the one on PATH and those installed from PyPI (pip install '.[cuda]')."""
+    """Every nvcc found: the one on PATH, those installed from PyPI (pip install '.[cuda]') and
+    those FAST_NVCC_TOOLCHAINS names (docs/toolchains.md)."""
     found: dict[str, str] = {}
-    for path in [shutil.which("nvcc"), *pypi_nvccs()]:
+    named = _named_toolchains(os.environ.get("FAST_NVCC_TOOLCHAINS", ""))
+    for path in [shutil.which("nvcc"), *pypi_nvccs(), *named]:
         if path:
             found.setdefault(os.path.realpath(path), path)
     return list(found.values())
+
+
+def _named_toolchains(value: str) -> list[str]:
+    """FAST_NVCC_TOOLCHAINS: toolchain folders (FOLDER/bin/nvcc) or nvcc paths, colon-separated,
+    as scripts/toolchains prints them. One that names no nvcc stops the session: a release run
+    that silently tested fewer versions would claim what it did not check."""
+    paths = []
+    for entry in filter(None, value.split(os.pathsep)):
+        path = os.path.join(entry, "bin", "nvcc") if os.path.isdir(entry) else entry
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            msg = f"FAST_NVCC_TOOLCHAINS names {entry!r}, which has no executable nvcc"
+            raise pytest.UsageError(msg)
+        paths.append(path)
+    return paths
 
 
 TOOLCHAINS = _toolchains()
@@ -37,7 +53,14 @@ atexit.register(shutil.rmtree, _SESSION_DIR, True)
 
 
 def _toolchain_id(path: str) -> str:
-    return "pypi" if "site-packages" in path else "system"
+    """system (nvcc on PATH), pypi, or nvccX.Y for those FAST_NVCC_TOOLCHAINS names: select
+    one version's cases with ``-k nvcc11.8``."""
+    if path == shutil.which("nvcc"):
+        return "system"
+    if "site-packages" in path:
+        return "pypi"
+    major, minor = nvcc_version(path)
+    return f"nvcc{major}.{minor}"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

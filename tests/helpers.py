@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -33,6 +34,49 @@ class Outcome:
     stderr: bytes
     files: dict[str, bytes] = field(default_factory=dict)  # new files, relative to the workdir
     leftovers: list[str] = field(default_factory=list)  # what the run left in its TMPDIR
+
+
+@functools.cache
+def nvcc_version(nvcc: str) -> tuple[int, int]:
+    """(major, minor) of ``nvcc``, from ``nvcc --version`` ("release 12.4, V12.4.131")."""
+    printed = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    found = re.search(r"release (\d+)\.(\d+),", printed)
+    assert found, f"{nvcc} --version names no release:\n{printed}"
+    return int(found[1]), int(found[2])
+
+
+@functools.cache
+def _nvcc_help(nvcc: str) -> str:
+    return subprocess.run([nvcc, "--help"], capture_output=True, text=True, check=True).stdout
+
+
+def require_option(nvcc: str, option: str) -> None:
+    """Skip the test where ``nvcc`` lacks ``option`` (not in its ``--help``): a case about what
+    the option does cannot run on an nvcc older than the option (nvcc 11.8 has no
+    --split-compile, nvcc 12.x no --fdevice-time-trace or --jobserver)."""
+    if not re.search(rf"(^|\s){re.escape(option)}(?![\w-])", _nvcc_help(nvcc), re.MULTILINE):
+        major, minor = nvcc_version(nvcc)
+        pytest.skip(f"nvcc {major}.{minor} has no {option} (not in its --help)")
+
+
+def module_id_writer(nvcc: str, args: Sequence[str], *, cwd: Path):
+    """The step of ``nvcc args``'s plan that writes the module_id (``--gen_module_id_file``):
+    cudafe++ from nvcc 12.4 on, the first cicc in nvcc 11.8."""
+    from fast_nvcc.plan.dryrun import parse_plan, run_dryrun
+
+    plan = parse_plan(run_dryrun(nvcc, args, cwd=str(cwd)).stderr, env={}, cwd=str(cwd))
+    return next(s for s in plan.steps if s.generates_module_id)
+
+
+def require_cudafe_module_id(nvcc: str, args: Sequence[str], *, cwd: Path) -> None:
+    """Skip the test where ``nvcc args``'s plan has its first cicc write the module_id (nvcc
+    11.8) rather than cudafe++: a case about cudafe++'s id (made from the host side, or ending
+    in cudafe++'s pid) has nothing to test there."""
+    writer = module_id_writer(nvcc, args, cwd=cwd)
+    if writer.tool != "cudafe++":
+        major, minor = nvcc_version(nvcc)
+        pytest.skip(f"nvcc {major}.{minor}'s first cicc writes the module_id (--gen_module_id_file),"
+                    " not cudafe++")  # fmt: skip
 
 
 def fast_nvcc_command(nvcc: str, args: Sequence[str], options: Sequence[str] = ()) -> list[str]:

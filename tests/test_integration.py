@@ -11,7 +11,9 @@ import signal
 
 import pytest
 
-from helpers import assert_same, cases, compare, fast_nvcc_command, run_tool
+from helpers import (
+    assert_same, cases, compare, fast_nvcc_command, require_cudafe_module_id, require_option, run_tool,
+)  # fmt: skip
 
 pytestmark = pytest.mark.nvcc
 
@@ -106,6 +108,8 @@ QUICK = {"MMD-MP", "link-executable", "syntax-error"}
 
 @pytest.mark.parametrize("case", cases(CASES, quick=QUICK))
 def test_same_as_nvcc(nvcc, sources, case):
+    if "--split-compile" in CASES[case]:
+        require_option(nvcc, "--split-compile")
     assert_same(compare(nvcc, CASES[case], cwd=sources))
 
 
@@ -144,6 +148,7 @@ def test_source_on_stdin(nvcc, sources):
 def test_module_id_mismatch_reruns_cicc(nvcc, sources, tmp_path):
     """host_first.cu's first external definition is host-only: cicc's own module_id differs."""
     args = ["-c", "host_first.cu", "-arch=sm_80"]
+    require_cudafe_module_id(nvcc, args, cwd=sources)  # no host-side id for cicc's to differ from
     fresh = {"FAST_NVCC_CACHE_DIR": str(tmp_path / "cache")}  # nothing learned of these sources yet
     outcome = run_tool(fast_nvcc_command(nvcc, args, ["-v"]), cwd=sources, tmpdir=tmp_path / "t", env=fresh)
     assert outcome.returncode == 0

@@ -18,7 +18,9 @@ from fast_nvcc.learn.history import History
 from fast_nvcc.run.task_records import State
 from fast_nvcc.guess.module_id import DIFFERS, PID, carries_pid, id_template, verdict
 
-from helpers import fast_nvcc_command, mask, run_tool
+from helpers import (
+    fast_nvcc_command, mask, module_id_writer, nvcc_version, require_cudafe_module_id, run_tool,
+)  # fmt: skip
 
 TWO_TARGETS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
 
@@ -154,13 +156,15 @@ __global__ void only90(float *p) { p[threadIdx.x] = chain<100>(p[threadIdx.x]); 
 __global__ void everywhere(float *p) { p[threadIdx.x] = chain<4>(p[threadIdx.x]); }
 """
 
+# The spelling of every nvcc tested (11.8 to 13.x; -compress-mode=none is newer than 12.5).
+NO_COMPRESS = "--no-compress"
 # The process id in a module_id's names: the one thing nvcc itself varies in such a source
 # (with the fatbinary uncompressed, so that it stays in plain sight).
 MODULE_ID_PID = re.compile(rb"(_cu_[0-9a-f]{8}_)[0-9]+")
 
 
 def _compile(nvcc: str, tmp_path: Path, source: str, name: str, log: Path, env: dict | None = None):
-    args = ["-c", source, "-o", name, *TWO_TARGETS, "-compress-mode=none"]
+    args = ["-c", source, "-o", name, *TWO_TARGETS, NO_COMPRESS]
     outcome = run_tool(fast_nvcc_command(nvcc, args, ["-v"]), cwd=tmp_path, tmpdir=tmp_path / "t",
                        env={"FAST_NVCC_CACHE_DIR": str(tmp_path / "cache"), "FAST_NVCC_LOG": str(log), **(env or {})})  # fmt: skip
     assert outcome.returncode == 0, outcome.stderr.decode()
@@ -170,7 +174,7 @@ def _compile(nvcc: str, tmp_path: Path, source: str, name: str, log: Path, env: 
 
 
 def _plain(nvcc: str, tmp_path: Path, source: str, name: str) -> bytes:
-    args = [nvcc, "-c", source, "-o", name, *TWO_TARGETS, "-compress-mode=none"]
+    args = [nvcc, "-c", source, "-o", name, *TWO_TARGETS, NO_COMPRESS]
     outcome = run_tool(args, cwd=tmp_path, tmpdir=tmp_path / "t")
     assert outcome.returncode == 0, outcome.stderr.decode()
     return outcome.files[name]
@@ -193,6 +197,7 @@ def _same_but_pid_as_one_of(built: bytes, plains: list[bytes]) -> bool:
 @pytest.mark.nvcc
 def test_a_module_id_with_a_pid_stops_the_guess_early_and_the_next_compile_does_not_guess(nvcc, tmp_path):
     (tmp_path / "nopid.cu").write_text(NO_EXTERNAL_DEFINITION)
+    require_cudafe_module_id(nvcc, ["-c", "nopid.cu", *TWO_TARGETS], cwd=tmp_path)
     plains = [_plain(nvcc, tmp_path, "nopid.cu", "before.o")]
     first, steps = _compile(nvcc, tmp_path, "nopid.cu", "first.o", tmp_path / "first.jsonl")
     ciccs = [s for s in steps if s["tool"] == "cicc"]
@@ -224,9 +229,10 @@ def test_under_a_full_ninja_a_first_compile_does_not_guess_and_runs_each_cicc_on
     if shutil.which("ninja") is None:
         pytest.skip("ninja is not installed")
     (tmp_path / "nopid.cu").write_text(NO_EXTERNAL_DEFINITION)
+    require_cudafe_module_id(nvcc, ["-c", "nopid.cu", *TWO_TARGETS], cwd=tmp_path)
     plains = [_plain(nvcc, tmp_path, "nopid.cu", "before.o")]
     log = tmp_path / "build.jsonl"
-    command = fast_nvcc_command(nvcc, ["-c", "nopid.cu", "-o", "ninja.o", *TWO_TARGETS, "-compress-mode=none"])
+    command = fast_nvcc_command(nvcc, ["-c", "nopid.cu", "-o", "ninja.o", *TWO_TARGETS, NO_COMPRESS])
     (tmp_path / "build.ninja").write_text(f"rule cc\n  command = {shlex.join(command)}\nbuild ninja.o: cc nopid.cu\n")
     built = run_tool(["ninja", "-j1"], cwd=tmp_path, tmpdir=tmp_path / "t",
                      env={"FAST_NVCC_CACHE_DIR": str(tmp_path / "cache"), "FAST_NVCC_LOG": str(log)})  # fmt: skip
@@ -243,6 +249,10 @@ def test_under_a_full_ninja_a_first_compile_does_not_guess_and_runs_each_cicc_on
 @pytest.mark.nvcc
 def test_a_host_split_that_failed_is_not_tried_again_for_that_source(nvcc, tmp_path):
     (tmp_path / "stubs.cu").write_text(STUBS_DIFFER)
+    if module_id_writer(nvcc, ["-c", "stubs.cu", *TWO_TARGETS], cwd=tmp_path).arch == "compute_90":
+        major, minor = nvcc_version(nvcc)
+        pytest.skip(f"nvcc {major}.{minor}'s sm_90 cicc writes the module_id that cudafe++ and the host"
+                    " compile wait for: the host compile starts from its final stub, the split holds")  # fmt: skip
     # Without the stub probe the host compile starts from the first stub there is: sm_80's.
     env = {"FAST_NVCC_STUB_PROBE": "0"}
     first, steps = _compile(nvcc, tmp_path, "stubs.cu", "first.o", tmp_path / "first.jsonl", env)

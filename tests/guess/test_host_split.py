@@ -17,7 +17,7 @@ import pytest
 
 from fast_nvcc.guess import host_split
 
-from helpers import assert_same, compare, fast_nvcc_command, remove_files, run_tool
+from helpers import assert_same, compare, fast_nvcc_command, module_id_writer, remove_files, run_tool
 
 GCC = shutil.which("gcc")
 
@@ -314,7 +314,12 @@ def test_a_stub_that_differs_between_architectures(nvcc, sources, tmp_path, pool
         assert "as" in tools and "gcc -c" not in tools, " ".join(tools)
     else:  # from the sm_80 stub, unless the sm_90 one was final by the time it looked
         assert "as" in tools or "gcc -c" in tools, " ".join(tools)
-    if pool == 8:
+    writer = module_id_writer(nvcc, ["-c", "arch_stub.cu", *gencode], cwd=sources)
+    if pool == 8 and writer.arch == "compute_90":
+        # nvcc 11.8: the sm_90 cicc writes the module_id that cudafe++, and so the front, waits
+        # for; the front starts from its final stub, and the probe, with nothing to win, is dropped.
+        assert not helped and float(front["start"]) >= last_cicc_end, (probes, front)
+    elif pool == 8:
         # The probe started with the sm_90 cicc; unless it failed, the front started from it.
         (probe,) = probes
         assert helped and float(probe["end"]) <= float(front["start"]) < last_cicc_end, (probe, front)

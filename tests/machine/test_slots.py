@@ -298,8 +298,9 @@ def test_fifo_tokens_come_back_after_a_failure(nvcc, sources, tmp_path, fifo):
     os.write(keeper, b"+++")
     env = {**os.environ, "MAKEFLAGS": f" -j4 --jobserver-auth=fifo:{path}"}
     args = ["-c", "syntax_error.cu", *TWO_ARCHS]
+    plain = subprocess.run([nvcc, *args], cwd=sources, capture_output=True, check=False)
     proc = subprocess.run(fast_nvcc_command(nvcc, args), cwd=sources, env=env, capture_output=True)
-    assert proc.returncode == 2
+    assert proc.returncode == plain.returncode != 0  # nvcc's own code: 11.8's 1, 2 later
     assert fifo_tokens(keeper) == 3
 
 

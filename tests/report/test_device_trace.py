@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import assert_same, compare, fast_nvcc_command, mask, run_tool
+from helpers import assert_same, compare, fast_nvcc_command, mask, require_option, run_tool
 
 from fast_nvcc.plan.tool_traces import merged_trace_path
 from fast_nvcc.report.device_trace import summarize_tool_events
@@ -59,6 +60,7 @@ def structure(document: dict) -> dict:
 
 @pytest.mark.nvcc
 def test_merged_trace_has_nvcc_structure(nvcc, templates):
+    require_option(nvcc, "--fdevice-time-trace")
     args = ["-c", "expensive.cu", "-o", "e.o", *TWO_ARCHS, "--fdevice-time-trace", "-"]
     result = compare(nvcc, args, cwd=templates)
     assert "e.o.json" in result.fast.files, result.fast.stderr
@@ -104,6 +106,7 @@ def test_merged_trace_has_nvcc_structure(nvcc, templates):
     ],
 )
 def test_merged_trace_goes_where_nvcc_puts_it(nvcc, templates, trace_args, created):
+    require_option(nvcc, "--fdevice-time-trace")
     (templates / "sub").mkdir()
     result = compare(nvcc, ["-c", "light.cu", "-arch=sm_80", *trace_args], cwd=templates)
     created = created or next(name for name in result.plain.files if name.startswith("tt.json"))
@@ -115,6 +118,7 @@ def test_merged_trace_goes_where_nvcc_puts_it(nvcc, templates, trace_args, creat
 
 @pytest.mark.nvcc
 def test_unwritable_trace_is_nvccs_error(nvcc, templates):
+    require_option(nvcc, "--fdevice-time-trace")
     result = compare(nvcc, ["-c", "light.cu", "-arch=sm_80", "--fdevice-time-trace", "nodir/tt"], cwd=templates)
     assert result.plain.returncode == result.fast.returncode == 1
     assert result.fast.stderr == result.plain.stderr == b"nvcc fatal   : Failed to open trace file 'nodir/tt.json'\n"
@@ -159,6 +163,7 @@ def test_summary_counts_nested_instantiations_once_in_time():
 
 @pytest.mark.nvcc
 def test_device_trace_collects_without_changing_outputs(nvcc, templates, tmp_path):
+    require_option(nvcc, "--fdevice-time-trace")
     log = tmp_path / "build.jsonl"
     args = ["-c", "expensive.cu", "-o", "e.o", "-arch=sm_80"]
     result = compare(nvcc, args, cwd=templates, options=["--device-trace", "--trace", "../t.json"],
@@ -184,6 +189,24 @@ def test_device_trace_collects_without_changing_outputs(nvcc, templates, tmp_pat
     assert step["ts"] <= inner[0]["ts"] and inner[0]["ts"] + inner[0]["dur"] <= step["ts"] + step["dur"] + 1000
 
 
+@pytest.mark.quick
+@pytest.mark.nvcc
+def test_device_trace_without_nvccs_trace_option_compiles_as_nvcc(nvcc, templates, tmp_path):
+    """An nvcc without --fdevice-time-trace (11.8, 12.4, 12.5): its cicc rejects the trace
+    options --device-trace would add. fast_nvcc compiles without them, with nvcc's outputs, and
+    says so in one line (this failed the compile with cicc's "invalid option" before)."""
+    help_text = subprocess.run([nvcc, "--help"], capture_output=True, text=True, check=True).stdout
+    if "--fdevice-time-trace" in help_text:
+        pytest.skip("this nvcc has --fdevice-time-trace (the test above collects its traces)")
+    args = ["-c", "light.cu", "-o", "l.o", "-arch=sm_80"]
+    result = compare(nvcc, args, cwd=templates, options=["--device-trace"])
+    warning = (f"fast_nvcc: warning: --device-trace: {nvcc} has no --fdevice-time-trace: compiling"
+               " without device traces\n")  # fmt: skip
+    assert result.fast.stderr == warning.encode() + result.plain.stderr
+    result.fast.stderr = result.plain.stderr
+    assert_same(result)
+
+
 @pytest.mark.nvcc
 def test_analyze_finds_the_expensive_template(nvcc, templates, tmp_path, capsys):
     from conftest import TOOLCHAINS
@@ -192,6 +215,7 @@ def test_analyze_finds_the_expensive_template(nvcc, templates, tmp_path, capsys)
 
     if nvcc != TOOLCHAINS[0]:
         pytest.skip("one toolchain is enough: the report reads the logs")
+    require_option(nvcc, "--fdevice-time-trace")
     log = tmp_path / "build.jsonl"
     for name in ("expensive", "light"):
         outcome = run_tool(fast_nvcc_command(nvcc, ["-c", f"{name}.cu", "-o", f"{name}.o", "-arch=sm_80"],
@@ -233,6 +257,7 @@ def test_what_if_template_without_device_costs_is_one_line(tmp_path, capsys):
 
 @pytest.mark.nvcc
 def test_failed_compile_still_writes_the_trace(nvcc, templates):
+    require_option(nvcc, "--fdevice-time-trace")
     (templates / "bad.cu").write_text("__global__ void k() { int x = ; }\n")
     result = compare(nvcc, ["-c", "bad.cu", "-arch=sm_80", "--fdevice-time-trace", "tt"], cwd=templates)
     assert result.plain.returncode == result.fast.returncode != 0
@@ -253,6 +278,7 @@ def test_clang_host_templates_join_the_report(nvcc, templates, tmp_path, capsys)
 
     if nvcc != TOOLCHAINS[0]:
         pytest.skip("one toolchain is enough: the host side is clang's")
+    require_option(nvcc, "--fdevice-time-trace")
     log = tmp_path / "build.jsonl"
     args = ["-ccbin", "clang++", "-c", "host_heavy.cu", "-o", "h.o", "-arch=sm_80"]
     result = compare(nvcc, args, cwd=templates, options=["--device-trace"], env={"FAST_NVCC_LOG": str(log)})
@@ -270,6 +296,7 @@ def test_clang_host_templates_join_the_report(nvcc, templates, tmp_path, capsys)
 
 @pytest.mark.nvcc
 def test_module_id_rerun_keeps_one_trace(nvcc, templates):
+    require_option(nvcc, "--fdevice-time-trace")
     # No external definition: cudafe++'s module_id has a random part, so fast_nvcc's
     # speculative cicc always differs and is rerun as printed, trace options included.
     (templates / "internal.cu").write_text("static __global__ void k(int* p) { p[0] = 1; }\n")

@@ -104,7 +104,7 @@ def test_reports_of_a_failed_compile(nvcc, sources, tmp_path):
     assert any(r["state"] in ("skipped", "killed") for r in rows)  # the host compile never ran
     check_trace(sources / "t.json")
     nx.nx_pydot.read_dot(str(sources / "g.dot"))
-    assert b"(exit 2)" in outcome.stderr
+    assert f"(exit {plain.returncode})".encode() in outcome.stderr  # nvcc's own: 11.8's 1, 2 later
 
 
 def test_every_node_of_the_graph_has_a_label(nvcc, sources, tmp_path):

@@ -24,7 +24,7 @@ from fast_nvcc.machine.pool_files import SlotLocks
 from fast_nvcc.machine.slots import Slots
 from fast_nvcc.plan.split_option import matches, settings, with_split
 
-from helpers import UNROLLED_CHAIN, fast_nvcc_command, mask, run_tool
+from helpers import UNROLLED_CHAIN, fast_nvcc_command, mask, require_option, run_tool
 
 # -- how many threads -----------------------------------------------------------------------------
 
@@ -349,6 +349,7 @@ def _cicc_affinities(proc: subprocess.Popen, *, on_one_core) -> list[frozenset[i
 def test_a_split_cicc_is_held_to_its_granted_core_then_widened_and_its_ptx_is_nvccs(nvcc, tmp_path):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU")
+    require_option(nvcc, "--split-compile")
     (tmp_path / "kernels.cu").write_text(KERNELS)
     args = ["-ptx", "kernels.cu", "-o", "kernels.ptx", "-arch=sm_90", "--split-compile", "2"]
     plain = run_tool([nvcc, *args], cwd=tmp_path, tmpdir=tmp_path / "t")
@@ -391,6 +392,7 @@ def test_a_split_cicc_is_held_to_its_granted_core_then_widened_and_its_ptx_is_nv
 def test_a_long_split_compile_beside_light_ones_gives_nvccs_objects(nvcc, tmp_path):
     """``--split 2 --split-sources kernels.cu``: that compile is nvcc's with --split-compile 2,
     the light ones beside it, started at once on a shared pool, plain nvcc's."""
+    require_option(nvcc, "--split-compile")
     (tmp_path / "kernels.cu").write_text(KERNELS)
     for n in range(3):
         (tmp_path / f"light{n}.cu").write_text(LIGHT.replace("light", f"light{n}"))
