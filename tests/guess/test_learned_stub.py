@@ -16,6 +16,7 @@ from helpers import (
     fast_nvcc_command,
     mask,
     remove_files,
+    require_cudafe_module_id,
     run_tool,
 )
 
@@ -49,6 +50,8 @@ def test_the_second_compile_starts_cc1plus_on_the_stub_the_first_ones_cicc_wrote
     work.mkdir()
     (work / "chain.cu").write_text(SLOW_CICC)
     args = ["-c", "chain.cu", *SM90, "-o", "c.o"]
+    # nvcc 11.8: its one cicc writes the module_id, so cudafe++ and cc1plus follow it: nothing to win.
+    require_cudafe_module_id(nvcc, args, cwd=work)
     first = compile_once(nvcc, work, tmp_path, args, "first")
     # Nothing learned yet: the task finds no stub and the front waits for cicc's; the back keeps it.
     assert first["learned stub"]["state"] == "dropped"
@@ -99,7 +102,9 @@ def test_a_learned_stub_takes_this_compiles_module_id(nvcc, tmp_path):
     work.mkdir()
     (work / "nopid.cu").write_text(PID_FORM)
     env = state(tmp_path)
-    args = ["-c", "nopid.cu", *SM90, "-compress-mode=none"]
+    args = ["-c", "nopid.cu", *SM90, "--no-compress"]  # every nvcc's spelling (-compress-mode: 13.x)
+    require_cudafe_module_id(nvcc, args, cwd=work)  # the pid is cudafe++'s
+
     def plain(name: str) -> bytes:
         outcome = run_tool([nvcc, *args, "-o", name], cwd=work, tmpdir=tmp_path / "t")
         assert outcome.returncode == 0
