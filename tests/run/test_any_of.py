@@ -12,14 +12,15 @@ from fast_nvcc.run.any_of import AnyOfGroups
 
 from tasks import sh_task
 
-# Two ciccs and a stub probe (optional) of one compile; the front waits for one of them.
-CICC_A, CICC_B, PROBE, FRONT = range(4)
+# Two ciccs, a stub probe (optional) and a learned stub of one compile; the front waits for one
+# of them.
+CICC_A, CICC_B, PROBE, FRONT, LEARNED = range(5)
 
 
 def groups(running: set[int]) -> AnyOfGroups:
-    tasks = [sh_task(i, "true") for i in range(4)]
+    tasks = [sh_task(i, "true") for i in range(5)]
     tasks[PROBE] = replace(tasks[PROBE], optional=True)
-    tasks[FRONT] = replace(tasks[FRONT], any_of=frozenset({CICC_A, CICC_B, PROBE}))
+    tasks[FRONT] = replace(tasks[FRONT], any_of=frozenset({CICC_A, CICC_B, PROBE, LEARNED}))
     return AnyOfGroups(tasks, running=lambda task_id: task_id in running)
 
 
@@ -40,8 +41,13 @@ def groups(running: set[int]) -> AnyOfGroups:
         (set(), [("dropped", PROBE), ("done", CICC_B), ("done", CICC_A)], [False, True, False]),
         # A group already served is not served again when the probe is dropped.
         (set(), [("done", CICC_A), ("dropped", PROBE)], [True, False]),
+        # A learned stub with nothing to give, while the probe runs: the probe's stub is still
+        # the sure one (CI, 2026-11-26: the sm_80 stub was taken and the host compile ran twice).
+        ({PROBE, LEARNED}, [("done", CICC_A), ("dropped", LEARNED), ("done", PROBE)], [False, False, True]),
+        ({PROBE, LEARNED}, [("done", CICC_A), ("dropped", LEARNED), ("dropped", PROBE)], [False, False, True]),
     ],
-    ids=["first-member", "probe-itself", "probe-runs", "probe-dropped-after", "probe-dropped-first", "served-once"],
+    ids=["first-member", "probe-itself", "probe-runs", "probe-dropped-after", "probe-dropped-first", "served-once",
+         "learned-dropped-probe-helps", "learned-dropped-probe-fails"],
 )
 def test_a_group_is_served_once_by_the_member_it_should_take(running, events, answers):
     any_of = groups(running)
