@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from ..plan.dryrun import Kind, Step
+from ..plan.dryrun import TEMP_TAG, Kind, Step
 from .tasks import Action, Dag, Task
 
 # Host options under which more than the marker's line of the assembly may depend on the
@@ -137,7 +137,8 @@ def early_stubs(
         if found is None:
             continue
         last, siblings = found
-        learned_argv = _learned_stub_argv(dag, front, last, workdir) if learned else None
+        cudafe = _cudafe_of(dag, front) if learned else None
+        learned_argv = None if cudafe is None else _learned_stub_argv(cudafe, last, workdir)
         if not others(front.step):
             # their stubs are known not to do: the probe's or the last one's
             siblings, learned_argv = [], None
@@ -152,7 +153,7 @@ def early_stubs(
             continue  # nothing to start from before the last cicc
         _write_stub_privately(tasks, last, private)
         if learned_argv is not None:
-            learned_id = _add_learned_stub(tasks, preds, succs, front=front, last=last, argv=learned_argv)
+            learned_id = _add_learned_stub(tasks, preds, succs, front=front, last=last, cudafe=cudafe, argv=learned_argv)
             # Right after the last cicc's own: what that cicc wrote last time, for the same input.
             seeds = (seeds[0], (learned_id, learned_argv[-1])) + seeds[1:]
         if probe_argv is not None:
@@ -222,14 +223,17 @@ def _add_stub_probe(tasks: list[Task], preds: list[set[int]], succs: list[set[in
     return probe.id
 
 
-def _learned_stub_argv(dag: Dag, front: Task, last: Task, workdir: str) -> tuple[str, ...] | None:
+def _cudafe_of(dag: Dag, front: Task) -> Task | None:
+    """The cudafe++ that writes what the host compile's ``front`` reads (None unless one)."""
+    cudafe = [t for t in dag.tasks if t.step.kind is Kind.CUDAFE and t.step.writes & front.reads]
+    return cudafe[0] if len(cudafe) == 1 else None
+
+
+def _learned_stub_argv(cudafe: Task, last: Task, workdir: str) -> tuple[str, ...] | None:
     """The learned stub task's arguments: the key of its compile, the ``.cudafe1.cpp`` the host
     compile reads, the ``.cpp1.ii`` the last cicc reads, the module_id file, and where it writes
-    the stub; None where cudafe++ does not name them all."""
-    cudafe = [t for t in dag.tasks if t.step.kind is Kind.CUDAFE and t.step.writes & front.reads]
-    if len(cudafe) != 1:
-        return None
-    argv = cudafe[0].argv
+    the stub; None where ``cudafe`` (cudafe++) does not name them all."""
+    argv = cudafe.argv
     source, host_side = _word_after(argv, "--orig_src_path_name"), _word_after(argv, "--gen_c_file_name")
     module_id = _word_after(argv, "--module_id_file_name") or _word_after(last.step.argv, "--module_id_file_name")
     inputs = [word for word in last.step.argv[1:] if word.endswith(".ii")]
@@ -239,7 +243,7 @@ def _learned_stub_argv(dag: Dag, front: Task, last: Task, workdir: str) -> tuple
     return (key, host_side, inputs[0], module_id, os.path.join(workdir, f"{last.step.index}.learned.stub.c"))
 
 
-_TEMP_PATH = re.compile(r"[^\s\"'=]*tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")  # with its directory
+_TEMP_PATH = re.compile(r"[^\s\"'=]*" + TEMP_TAG.pattern)  # with its directory
 
 
 def masked_key(*texts: str) -> str:
@@ -248,15 +252,14 @@ def masked_key(*texts: str) -> str:
 
 
 def _add_learned_stub(tasks: list[Task], preds: list[set[int]], succs: list[set[int]], *, front: Task, last: Task,
-                      argv: tuple[str, ...]) -> int:  # fmt: skip
-    """The learned stub task: after cudafe++ (the .cudafe1.cpp, the module_id) and what the last
-    cicc waits for but the ciccs themselves (its .cpp1.ii)."""
+                      cudafe: Task, argv: tuple[str, ...]) -> int:  # fmt: skip
+    """The learned stub task: after ``cudafe`` (the .cudafe1.cpp, the module_id) and what the
+    last cicc waits for but the ciccs themselves (its .cpp1.ii)."""
     ciccs = {t.id for t in tasks if t.step.kind is Kind.CICC}
     wait = {p for p in preds[last.id] | preds[front.id] if p not in ciccs and tasks[p].action is not Action.CHECK_MODULE_ID}
-    cudafe = {t.id for t in tasks if t.step.kind is Kind.CUDAFE and t.step.writes & front.reads}
     task = Task(id=len(tasks), step=front.step, action=Action.LEARNED_STUB, argv=argv)
     tasks.append(task)
-    preds.append(wait | cudafe)
+    preds.append(wait | {cudafe.id})
     succs.append(set())
     for pred in preds[task.id]:
         succs[pred].add(task.id)

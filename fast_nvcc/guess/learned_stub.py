@@ -32,9 +32,10 @@ from dataclasses import dataclass
 
 from ..files import read_bytes, write_atomically
 from ..graph.tasks import Action
+from ..plan.dryrun import TEMP_TAG
 from ..run.handlers import Handler, TaskRun
 
-_PREFIX = re.compile(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")
+_PREFIX = re.compile(TEMP_TAG.pattern.encode())
 _DIRECTORY, _TMP, _ID = b"\0@TEMP-DIR@\0", b"\0@TMPXFT@\0", b"\0@MODULE-ID@\0"
 # The anonymous namespace's mangled name spells the module_id's length: <length>_GLOBAL__N_<id>
 # (``43_GLOBAL__N__816de668_5_ps_cu_8af59834_19852``).  A pid with one digit more lengthens it.
