@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TOOLCHAINS
 
 from fast_nvcc import analysis
 from fast_nvcc.analysis import advice
@@ -618,11 +617,10 @@ def launcher() -> str:
     return str(script) if script.exists() else f"{sys.executable};-m;fast_nvcc"
 
 
+@pytest.mark.one_toolchain  # the analysis reads logs, not objects
 @pytest.mark.nvcc
 @pytest.mark.cmake
 def test_analyze_a_real_cmake_ninja_build(nvcc, tmp_path, capsys):
-    if nvcc != TOOLCHAINS[0]:
-        pytest.skip("one toolchain is enough: the analysis reads logs, not objects")
     for tool in ("cmake", "ninja"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed")

@@ -23,6 +23,9 @@ from fast_nvcc.machine.slots import JobserverSlots, PoolSlots, jobserver_from_ma
 
 from helpers import fast_nvcc_command
 
+# What fast_nvcc itself decides: against the first toolchain (conftest).
+pytestmark = pytest.mark.one_toolchain
+
 TWO_ARCHS = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80"]
 SLOW_GCC = """#!/bin/sh
 case "$*" in

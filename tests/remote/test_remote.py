@@ -14,6 +14,9 @@ import pytest
 from helpers import assert_same, compare
 from sccache_servers import start_client, start_cluster, stop, namespaces_refusal, wait_for_servers
 
+# What fast_nvcc itself decides: against the first toolchain (conftest).
+pytestmark = pytest.mark.one_toolchain
+
 SCCACHE = shutil.which("sccache")
 SCCACHE_DIST = shutil.which("sccache-dist")
 BWRAP = shutil.which("bwrap")

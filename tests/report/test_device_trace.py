@@ -207,14 +207,11 @@ def test_device_trace_without_nvccs_trace_option_compiles_as_nvcc(nvcc, template
     assert_same(result)
 
 
+@pytest.mark.one_toolchain  # the report reads the logs
 @pytest.mark.nvcc
 def test_analyze_finds_the_expensive_template(nvcc, templates, tmp_path, capsys):
-    from conftest import TOOLCHAINS
-
     from fast_nvcc import analysis
 
-    if nvcc != TOOLCHAINS[0]:
-        pytest.skip("one toolchain is enough: the report reads the logs")
     require_option(nvcc, "--fdevice-time-trace")
     log = tmp_path / "build.jsonl"
     for name in ("expensive", "light"):
@@ -269,15 +266,12 @@ def test_failed_compile_still_writes_the_trace(nvcc, templates):
     assert_same(result)
 
 
+@pytest.mark.one_toolchain  # the host side is clang's
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("clang++") is None, reason="no clang++ (apt-get install clang)")
 def test_clang_host_templates_join_the_report(nvcc, templates, tmp_path, capsys):
-    from conftest import TOOLCHAINS
-
     from fast_nvcc import analysis
 
-    if nvcc != TOOLCHAINS[0]:
-        pytest.skip("one toolchain is enough: the host side is clang's")
     require_option(nvcc, "--fdevice-time-trace")
     log = tmp_path / "build.jsonl"
     args = ["-ccbin", "clang++", "-c", "host_heavy.cu", "-o", "h.o", "-arch=sm_80"]

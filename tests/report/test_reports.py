@@ -148,11 +148,8 @@ def test_reports_do_not_change_the_outputs(nvcc, sources, tmp_path):
     assert_same(result)
 
 
+@pytest.mark.one_toolchain  # the log's locking is fast_nvcc's, not nvcc's
 def test_concurrent_compiles_share_one_log(nvcc, sources, tmp_path):
-    from conftest import TOOLCHAINS
-
-    if nvcc != TOOLCHAINS[0]:
-        pytest.skip("one toolchain is enough: the log's locking is fast_nvcc's, not nvcc's")
     log = tmp_path / "build.jsonl"
     env = {**os.environ, "FAST_NVCC_LOG": str(log), "TMPDIR": str(tmp_path)}
 

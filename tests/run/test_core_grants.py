@@ -26,6 +26,9 @@ from fast_nvcc.plan.split_option import matches, settings, with_split
 
 from helpers import UNROLLED_CHAIN, fast_nvcc_command, mask, require_option, run_tool
 
+# What fast_nvcc itself decides: against the first toolchain (conftest).
+pytestmark = pytest.mark.one_toolchain
+
 # -- how many threads -----------------------------------------------------------------------------
 
 
@@ -317,6 +320,10 @@ template <int J> __global__ void kernel(float* data) { data[threadIdx.x] = Many<
 """ + "".join(f"template __global__ void kernel<{j}>(float*);\n" for j in range(8))
 
 LIGHT = "__global__ void light(float* p) { p[threadIdx.x] *= 2.0f; }\n"
+# Four kernels, a few seconds of cicc: enough for --split-compile 2 to split the module.
+SPLIT_KERNELS = UNROLLED_CHAIN + """
+template <int J> __global__ void kernel(float* data) { data[threadIdx.x] = Many<2 + J>::run(data[threadIdx.x]); }
+""" + "".join(f"template __global__ void kernel<{j}>(float*);\n" for j in range(4))
 
 
 def _cicc_affinities(proc: subprocess.Popen, *, on_one_core) -> list[frozenset[int]]:
@@ -393,7 +400,7 @@ def test_a_long_split_compile_beside_light_ones_gives_nvccs_objects(nvcc, tmp_pa
     """``--split 2 --split-sources kernels.cu``: that compile is nvcc's with --split-compile 2,
     the light ones beside it, started at once on a shared pool, plain nvcc's."""
     require_option(nvcc, "--split-compile")
-    (tmp_path / "kernels.cu").write_text(KERNELS)
+    (tmp_path / "kernels.cu").write_text(SPLIT_KERNELS)
     for n in range(3):
         (tmp_path / f"light{n}.cu").write_text(LIGHT.replace("light", f"light{n}"))
     sources = ["kernels.cu", "light0.cu", "light1.cu", "light2.cu"]

@@ -19,6 +19,9 @@ import pytest
 from fast_nvcc.run import leftovers
 from helpers import UNROLLED_CHAIN, fast_nvcc_command
 
+# What fast_nvcc itself decides: against the first toolchain (conftest).
+pytestmark = pytest.mark.one_toolchain
+
 # Device code that keeps cicc busy for minutes: fully unrolled loops in 150 instantiations.
 HEAVY_SOURCE = UNROLLED_CHAIN + """
 __global__ void heavy_kernel(float* data) { data[threadIdx.x] = Many<150>::run(data[threadIdx.x]); }

@@ -13,7 +13,7 @@ import pytest
 
 from helpers import fast_nvcc_command
 
-pytestmark = pytest.mark.nvcc
+pytestmark = [pytest.mark.nvcc, pytest.mark.one_toolchain]  # fast_nvcc's own decisions (conftest)
 
 SLOW_COMPILER = """#!/bin/sh
 # The real gcc, after a long pause in the steps fast_nvcc runs in parallel.
