@@ -37,20 +37,25 @@ from ..run.handlers import Handler, TaskRun
 
 _PREFIX = re.compile(TEMP_TAG.pattern.encode())
 _DIRECTORY, _TMP, _ID = b"\0@TEMP-DIR@\0", b"\0@TMPXFT@\0", b"\0@MODULE-ID@\0"
-# The anonymous namespace's mangled name spells the module_id's length: <length>_GLOBAL__N_<id>
-# (``43_GLOBAL__N__816de668_5_ps_cu_8af59834_19852``).  A pid with one digit more lengthens it.
-_ANONYMOUS, _MANGLED = b"_GLOBAL__N_", b"\0@MANGLED-NAMESPACE@\0"
+# Mangled names spell the module_id's length where they carry it: the anonymous namespace,
+# <length>_GLOBAL__N_<id> (``43_GLOBAL__N__816de668_5_ps_cu_8af59834_19852``), and a variable of
+# internal linkage that cicc registers, <length>_INTERNAL<id> (``_ZN47_INTERNAL_..._cu_..._4242
+# 4cuda3std3__45__cpo5beginE`` in pidheavy.cu's stub).  A pid with one digit more or fewer (the
+# kernel's pids wrap at pid_max, 32768 here) changes both.
+_LENGTH_SPELT = ((b"_GLOBAL__N_", b"\0@MANGLED-NAMESPACE@\0"), (b"_INTERNAL", b"\0@MANGLED-INTERNAL@\0"))
 FOLDER = "learned-stubs"
 
 
-def mangled_namespace(module_id: bytes) -> bytes:
-    """How the anonymous namespace of a source with this module_id is spelt in mangled names."""
-    return b"%d%s%s" % (len(_ANONYMOUS) + len(module_id), _ANONYMOUS, module_id)
+def mangled_names(module_id: bytes) -> list[tuple[bytes, bytes]]:
+    """How mangled names spell a source's module_id with its length, each with its mask."""
+    return [(b"%d%s%s" % (len(tag) + len(module_id), tag, module_id), mask) for tag, mask in _LENGTH_SPELT]
 
 
 def replace_module_id(stub: bytes, old: bytes, new: bytes) -> bytes:
     """``stub`` as cicc writes it on module_id ``new``, from the one it wrote on ``old``."""
-    return stub.replace(mangled_namespace(old), mangled_namespace(new)).replace(old, new)
+    for (was, _), (now, _) in zip(mangled_names(old), mangled_names(new)):
+        stub = stub.replace(was, now)
+    return stub.replace(old, new)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,18 +66,18 @@ class Masks:
     prefix: bytes  # their tmpxft_XXXXXXXX_XXXXXXXX
     module_id: bytes  # the module_id (empty where none could be read)
 
-    @property
-    def _mangled(self) -> bytes:
-        return mangled_namespace(self.module_id)
-
     def hide(self, data: bytes) -> bytes:
         if self.module_id:
-            data = data.replace(self._mangled, _MANGLED).replace(self.module_id, _ID)
+            for name, mask in mangled_names(self.module_id):
+                data = data.replace(name, mask)
+            data = data.replace(self.module_id, _ID)
         return data.replace(self.directory, _DIRECTORY).replace(self.prefix, _TMP)
 
     def show(self, data: bytes) -> bytes:
         data = data.replace(_DIRECTORY, self.directory).replace(_TMP, self.prefix)
-        return data.replace(_MANGLED, self._mangled).replace(_ID, self.module_id)
+        for name, mask in mangled_names(self.module_id):
+            data = data.replace(mask, name)
+        return data.replace(_ID, self.module_id)
 
 
 @dataclass(frozen=True, slots=True)

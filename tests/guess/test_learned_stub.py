@@ -128,15 +128,19 @@ def test_a_learned_stub_takes_this_compiles_module_id(nvcc, tmp_path):
 
 def test_masks_carry_a_longer_pid_into_the_mangled_names():
     """A pid-form module_id in a stub, kept from a compile whose cudafe++ had pid 99871 and shown
-    for one whose cudafe++ has pid 100003: the anonymous namespace's mangled length grows with
-    it (43 -> 44), as cicc itself would spell it; the temp names are this run's."""
+    for one whose cudafe++ has pid 100003: the mangled lengths grow with it, the anonymous
+    namespace's (43 -> 44) and an internal variable's (41 -> 42: pidheavy.cu's CCCL objects; its
+    learned stub differed in 2 of 6 compiles on 2026-11-26 as pids wrapped at 32768), as cicc
+    itself would spell them; the temp names are this run's."""
     from fast_nvcc.guess.learned_stub import Masks
 
     def stub(module_id: bytes, prefix: bytes) -> bytes:
         mangled = b"%d_GLOBAL__N_%s" % (11 + len(module_id), module_id)
+        internal = b"%d_INTERNAL%s" % (9 + len(module_id), module_id)
         return (b'#include "%s-3_ps.fatbin.c"\n# 1 "/tmp/%s-6_ps.cudafe1.stub.c"\n'
                 b"void __device_stub__ZN%s2k0ILi50EEEvPf(float *);\n"
-                b'static const char *id = "%s";\n') % (prefix, prefix, mangled, module_id)  # fmt: skip
+                b"__cudaRegisterVariable(__T5053, __shadow_var(_ZN%s4cuda3std3__45__cpo5beginE, x));\n"
+                b'static const char *id = "%s";\n') % (prefix, prefix, mangled, internal, module_id)  # fmt: skip
 
     before = Masks(b"/tmp/", b"tmpxft_00001a2b_00000000", b"_816de668_5_ps_cu_8af59834_99871")
     after = Masks(b"/tmp/", b"tmpxft_00003c4d_00000000", b"_816de668_5_ps_cu_8af59834_100003")
@@ -144,6 +148,7 @@ def test_masks_carry_a_longer_pid_into_the_mangled_names():
     assert b"99871" not in kept and b"tmpxft_" not in kept and b"/tmp/" not in kept
     assert after.show(kept) == stub(after.module_id, after.prefix)
     assert b"ZN44_GLOBAL__N__816de668_5_ps_cu_8af59834_100003" in after.show(kept)
+    assert b"ZN42_INTERNAL_816de668_5_ps_cu_8af59834_1000034cuda" in after.show(kept)
 
 
 def test_a_stub_probe_that_made_its_own_module_id_gives_the_stub_on_nvccs(tmp_path):
