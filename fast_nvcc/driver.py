@@ -29,8 +29,8 @@ from .passthrough import run_unchanged
 from .plan import exit_codes, split_option
 from .plan.invocation import Invocation, read_invocation
 from .plan.nvcc_args import threads
-from .plan.tool_traces import ToolTraces, add_tool_traces, has_device_traces, requested_trace
-from .plan.toolchain import find_nvcc
+from .plan.tool_traces import TRACE_OPTION, ToolTraces, add_tool_traces, requested_trace
+from .plan.toolchain import find_nvcc, has_option
 from .remote.sccache import conclude, open_for_invocation, remote_handler, route_remote
 from .report.device_trace import finish_traces
 from .report.verbose import say_remote, say_task_notes
@@ -119,7 +119,7 @@ def run(config: Config, args: Sequence[str]) -> int:
     plan = invocation.plan
     owner = make_workdir(plan.temp_tag, {os.path.dirname(p) for p in plan.temp_paths})
     trace_value = requested_trace(invocation.effective)
-    if config.device_trace and not has_device_traces(nvcc):
+    if config.device_trace and not has_option(nvcc, TRACE_OPTION):
         print(f"fast_nvcc: warning: --device-trace: {nvcc} has no --fdevice-time-trace: compiling"
               " without device traces", file=sys.stderr, flush=True)  # fmt: skip
         config = replace(config, device_trace=False)

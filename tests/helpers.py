@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from fast_nvcc.plan.toolchain import has_option
+
 DATA = Path(__file__).parent / "data"
 SOURCES = DATA / "src"
 # nvcc embeds its temporary names (tmpxft_<pid>_<n>) in objects; they are the only bytes that
@@ -45,16 +47,14 @@ def nvcc_version(nvcc: str) -> tuple[int, int]:
     return int(found[1]), int(found[2])
 
 
-@functools.cache
-def _nvcc_help(nvcc: str) -> str:
-    return subprocess.run([nvcc, "--help"], capture_output=True, text=True, check=True).stdout
+_has_option = functools.cache(has_option)  # asked again by every case of a version
 
 
 def require_option(nvcc: str, option: str) -> None:
     """Skip the test where ``nvcc`` lacks ``option`` (not in its ``--help``): a case about what
     the option does cannot run on an nvcc older than the option (nvcc 11.8 has no
     --split-compile, nvcc 12.x no --fdevice-time-trace or --jobserver)."""
-    if not re.search(rf"(^|\s){re.escape(option)}(?![\w-])", _nvcc_help(nvcc), re.MULTILINE):
+    if not _has_option(nvcc, option):
         major, minor = nvcc_version(nvcc)
         pytest.skip(f"nvcc {major}.{minor} has no {option} (not in its --help)")
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -100,18 +99,6 @@ def nvcc_version(plan: Plan) -> tuple[int, int]:
         if len(found) == 2:
             return found["MAJOR"], found["MINOR"]
     return (0, 0)
-
-
-def has_device_traces(nvcc: str) -> bool:
-    """Whether ``nvcc`` has ``--fdevice-time-trace``, whose cicc and ptxas options
-    :func:`add_tool_traces` puts on the plan: its ``--help`` says so (13.0's does; 11.8's, 12.4's
-    and 12.5's do not, and their cicc rejects ``--device-time-trace``).  ``nvcc --help`` takes
-    about 5 ms."""
-    try:
-        done = subprocess.run([nvcc, "--help"], capture_output=True, text=True, check=False)
-    except OSError:
-        return False
-    return re.search(rf"(^|\s){TRACE_OPTION}(?![\w-])", done.stdout, re.MULTILINE) is not None
 
 
 def pid_of(step: Step) -> int:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Mapping
 
@@ -67,3 +69,14 @@ def _is_us(path: str) -> bool:
         return os.path.samefile(path, sys.argv[0])
     except OSError:
         return False
+
+
+def has_option(nvcc: str, option: str) -> bool:
+    """Whether ``nvcc``'s ``--help`` lists ``option``: options come and go between versions
+    (11.8 has no ``--split-compile``; 11.8, 12.4 and 12.5 no ``--fdevice-time-trace``, and their
+    cicc rejects ``--device-time-trace``).  ``nvcc --help`` takes about 5 ms."""
+    try:
+        done = subprocess.run([nvcc, "--help"], capture_output=True, text=True, check=False)
+    except OSError:
+        return False
+    return re.search(rf"(^|\s){re.escape(option)}(?![\w-])", done.stdout, re.MULTILINE) is not None
