@@ -314,16 +314,19 @@ def test_split_zero_on_the_command_line_is_refused_in_one_line(tmp_path):
 
 # -- real nvcc ------------------------------------------------------------------------------------
 
-# Eight kernels, so that cicc's split has something to share out; cicc runs a few seconds.
-KERNELS = UNROLLED_CHAIN + """
-template <int J> __global__ void kernel(float* data) { data[threadIdx.x] = Many<12 + J>::run(data[threadIdx.x]); }
-""" + "".join(f"template __global__ void kernel<{j}>(float*);\n" for j in range(8))
+def kernels(count: int, *, depth: int) -> str:
+    """``count`` kernels, so that cicc's split has something to share out; each one deeper
+    (``Many<depth + j>``), cicc runs longer."""
+    return UNROLLED_CHAIN + """
+template <int J> __global__ void kernel(float* data) { data[threadIdx.x] = Many<%d + J>::run(data[threadIdx.x]); }
+""" % depth + "".join(f"template __global__ void kernel<{j}>(float*);\n" for j in range(count))
 
+
+# Eight kernels: cicc runs long enough to be seen on one core, then widened.
+KERNELS = kernels(8, depth=12)
+# Four: a few seconds of cicc, enough for --split-compile 2 to split the module.
+SPLIT_KERNELS = kernels(4, depth=2)
 LIGHT = "__global__ void light(float* p) { p[threadIdx.x] *= 2.0f; }\n"
-# Four kernels, a few seconds of cicc: enough for --split-compile 2 to split the module.
-SPLIT_KERNELS = UNROLLED_CHAIN + """
-template <int J> __global__ void kernel(float* data) { data[threadIdx.x] = Many<2 + J>::run(data[threadIdx.x]); }
-""" + "".join(f"template __global__ void kernel<{j}>(float*);\n" for j in range(4))
 
 
 def _cicc_affinities(proc: subprocess.Popen, *, on_one_core) -> list[frozenset[int]]:
