@@ -385,12 +385,12 @@ def _source_line(build: Build) -> str:
 
 
 def _jobs_note(build: Build) -> str:
-    others = f"{build.unjoined} fast_nvcc record{'' if build.unjoined == 1 else 's'}"
+    others = _plural(build.unjoined, 'fast_nvcc record')
     if build.ninja_log and build.fast_nvcc_logs:
         return f"{len(build.jobs)} ({len(build.records)} with fast_nvcc steps; {others} not in this build)"
     if build.ninja_log:
         return str(len(build.jobs))
-    return f"{len(build.jobs)} fast_nvcc compiles ({others} of other builds)"
+    return f"{_plural(len(build.jobs), 'fast_nvcc compile')} ({others} of other builds)"
 
 
 def _longest_step(job: Job) -> str:

@@ -63,3 +63,9 @@ def test_counts_agree_with_their_nouns(tmp_path, capsys):
     _, out, _ = run_main(capsys, log, "-j", "4")
     assert "1 compile takes longer than the share" in out
     assert not re.search(r"\b1 (compiles|steps|cores|slots|sources)\b", out), out
+
+
+def test_a_log_of_one_compile_says_compile(tmp_path, capsys):
+    one = log_record(1000.0, 10.0, ["/b/one.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 10.0)])
+    _, out, _ = run_main(capsys, write_jsonl(tmp_path / "log.jsonl", [one]))
+    assert "1 fast_nvcc compile (0 fast_nvcc records of other builds)" in out, out
