@@ -15,7 +15,7 @@ from helpers import (
     assert_same, cases, compare, fast_nvcc_command, require_cudafe_module_id, require_option, run_tool,
 )  # fmt: skip
 
-pytestmark = pytest.mark.nvcc
+pytestmark = [pytest.mark.nvcc, pytest.mark.side_by_side]  # compares outputs only: scripts/test runs it beside other tests (pyproject.toml)
 
 I = "-Iinclude"
 ANONYMOUS = re.compile(rb"_GLOBAL__N__[0-9a-f]{8}_")
@@ -113,6 +113,7 @@ def test_same_as_nvcc(nvcc, sources, case):
     assert_same(compare(nvcc, CASES[case], cwd=sources))
 
 
+@pytest.mark.one_toolchain  # how fast_nvcc runs the plan that test_same_as_nvcc checks per version
 @pytest.mark.parametrize("mode", ["--faithful", "--sequential", "-j1"])
 @pytest.mark.parametrize("case", ["c-3arch", "MMD-MP", "lib", "syntax-error", "threads"])
 def test_other_modes_same_as_nvcc(nvcc, sources, mode, case):
@@ -167,6 +168,7 @@ def test_disable_runs_plain_nvcc(nvcc, sources, tmp_path):
     assert b"running nvcc unchanged: FAST_NVCC_DISABLE is set" in outcome.stderr
 
 
+@pytest.mark.one_toolchain  # the signal is sh's and the host compiler's, not nvcc's version's
 @pytest.mark.parametrize("signame", ["SIGABRT", "SIGSEGV", "SIGKILL", "SIGINT"])
 def test_step_killed_by_a_signal_as_nvcc_reports_it(nvcc, sources, tmp_path, signame):
     """A step that crashes: nvcc's sh prints the signal's name (none for SIGINT) and nvcc exits

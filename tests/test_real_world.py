@@ -12,7 +12,7 @@ import pytest
 
 from helpers import assert_same, compare
 
-pytestmark = pytest.mark.nvcc
+pytestmark = [pytest.mark.nvcc, pytest.mark.side_by_side]  # compares outputs only: scripts/test runs it beside other tests (pyproject.toml)
 
 CASES = {
     # CMake, Modules/Compiler/NVIDIA-CUDA.cmake (-forward-unknown-to-host-compiler, -Xcompiler=-fPIE

@@ -16,7 +16,8 @@ from fast_nvcc.cache.handlers import StepCache, parse_size
 
 from helpers import compare, fast_nvcc_command, mask, run_tool
 
-pytestmark = [pytest.mark.nvcc, pytest.mark.one_toolchain]  # fast_nvcc's own decisions (conftest)
+# fast_nvcc's own decisions (conftest), which no load changes: run beside other tests (pyproject.toml)
+pytestmark = [pytest.mark.nvcc, pytest.mark.one_toolchain, pytest.mark.side_by_side]
 
 ARCHS_2 = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
 ARCH_75 = ["-gencode", "arch=compute_75,code=sm_75"]

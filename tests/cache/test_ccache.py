@@ -37,6 +37,7 @@ I = "-Iinclude"
 
 pytestmark = [
     pytest.mark.nvcc,
+    pytest.mark.side_by_side,  # compares outputs only: scripts/test runs it beside other tests (pyproject.toml)
     pytest.mark.skipif(CCACHE is None, reason="ccache is not installed (scripts/setup-env installs Debian's as root)"),
 ]
 

@@ -222,6 +222,7 @@ def test_a_module_id_with_a_pid_stops_the_guess_early_and_the_next_compile_does_
 
 
 @pytest.mark.nvcc
+@pytest.mark.one_toolchain  # the id's form per version: the test above
 def test_under_a_full_ninja_a_first_compile_does_not_guess_and_runs_each_cicc_once(nvcc, tmp_path):
     """ninja -j1 runs as many jobs as it may: no core is spare for a guess, so the cicc of a
     source whose module_id carries a pid (the guess would fail, as above) waits for cudafe++'s
@@ -247,6 +248,7 @@ def test_under_a_full_ninja_a_first_compile_does_not_guess_and_runs_each_cicc_on
 
 
 @pytest.mark.nvcc
+@pytest.mark.one_toolchain  # what the history keeps; the split per version: test_host_split
 def test_a_host_split_that_failed_is_not_tried_again_for_that_source(nvcc, tmp_path):
     (tmp_path / "stubs.cu").write_text(STUBS_DIFFER)
     if module_id_writer(nvcc, ["-c", "stubs.cu", *TWO_TARGETS], cwd=tmp_path).arch == "compute_90":

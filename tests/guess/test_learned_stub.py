@@ -45,6 +45,7 @@ def compile_once(nvcc: str, work: Path, tmp_path: Path, args: list[str], name: s
 
 
 @pytest.mark.nvcc
+@pytest.mark.one_toolchain  # the stub per version: test_a_learned_stub_takes_this_compiles_module_id
 def test_the_second_compile_starts_cc1plus_on_the_stub_the_first_ones_cicc_wrote(nvcc, tmp_path):
     work = tmp_path / "w"
     work.mkdir()

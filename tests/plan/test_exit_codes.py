@@ -21,6 +21,8 @@ from helpers import (
 )  # fmt: skip
 from plans import load_plan
 
+pytestmark = pytest.mark.side_by_side  # compares outputs only: scripts/test runs it beside other tests (pyproject.toml)
+
 GENCODE_2 = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80"]
 
 # case -> (nvcc's arguments, what nvcc's stderr says of the cause).  nvcc 13.0's exit codes,

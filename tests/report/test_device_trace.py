@@ -16,6 +16,8 @@ from helpers import assert_same, compare, fast_nvcc_command, mask, require_optio
 from fast_nvcc.plan.tool_traces import merged_trace_path
 from fast_nvcc.report.device_trace import summarize_tool_events
 
+pytestmark = pytest.mark.side_by_side  # compares outputs only: scripts/test runs it beside other tests (pyproject.toml)
+
 TEMPLATES = Path(__file__).parent.parent / "data" / "templates"
 TWO_ARCHS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
 # Temp names, and the random part of cicc's own bitcode name (k-d5b9bb..lgenfe.bc).

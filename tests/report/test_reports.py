@@ -20,7 +20,7 @@ from fast_nvcc.report.table import TABLE_COLUMNS
 
 from helpers import fast_nvcc_command, run_tool
 
-pytestmark = pytest.mark.nvcc
+pytestmark = [pytest.mark.nvcc, pytest.mark.side_by_side]  # compares outputs only: scripts/test runs it beside other tests (pyproject.toml)
 
 ARGS = ["-c", "kernel.cu", "-Iinclude", "-MD",
         "-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80"]  # fmt: skip

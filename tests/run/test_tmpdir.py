@@ -15,7 +15,7 @@ import pytest
 
 from helpers import Comparison, Outcome, assert_same, compare, fast_nvcc_command, mask, run_tool
 
-pytestmark = pytest.mark.nvcc
+pytestmark = [pytest.mark.nvcc, pytest.mark.side_by_side]  # compares outputs only: scripts/test runs it beside other tests (pyproject.toml)
 
 I = "-Iinclude"
 GENCODE_2 = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
@@ -102,6 +102,7 @@ KINDS = {
 }
 
 
+@pytest.mark.one_toolchain
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_tmpdir_holds_what_it_held(nvcc, sources, tmp_path, kind):
     options, args = KINDS[kind]
@@ -113,6 +114,7 @@ def test_tmpdir_holds_what_it_held(nvcc, sources, tmp_path, kind):
         assert b"Traceback" not in outcome.stderr
 
 
+@pytest.mark.one_toolchain
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_tmpdir_holds_what_it_held_after_an_interrupt(nvcc, sources, tmp_path, signum):
     tmpdir = tmp_path / "private tmp"
