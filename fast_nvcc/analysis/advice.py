@@ -44,7 +44,7 @@ def _shortens(pole: PoleAdvice) -> bool:
 
 
 def advise(jobs: Sequence[Job], *, cores: int, wall: float,
-           measured: Iterable[tuple[str, str, float, int]] = ()) -> Advice:  # fmt: skip
+           measured: Iterable[tuple[str, str, float, int, float | None]] = ()) -> Advice:  # fmt: skip
     """``measured``: each source's own split steps, from every build of the logs
     (:func:`source_serial_shares`)."""
     total = sum(_work(job) for job in jobs)
@@ -52,9 +52,9 @@ def advise(jobs: Sequence[Job], *, cores: int, wall: float,
     floor = max(max((job.seconds for job in jobs), default=0.0), share)
     serial = _serial_shares(jobs)
     s = {tool: value for tool, value, _ in serial}
-    own: dict[str, dict[str, tuple[float, int]]] = {}
-    for source, tool, value, steps in measured:
-        own.setdefault(source, {})[tool] = (value, steps)
+    own: dict[str, dict[str, tuple[float, int, float | None]]] = {}
+    for source, tool, value, steps, cpu_ratio in measured:
+        own.setdefault(source, {})[tool] = (value, steps, cpu_ratio)
     poles = sorted((job for job in jobs if job.seconds > share), key=lambda job: -job.seconds)[:MOST_POLES]
     advised, extras = [], {}
     for job in poles:
@@ -126,20 +126,42 @@ def serial_share(wall: float, cpu: float, *, cores: int) -> float | None:
     return lo if 0.0 < lo < 1.0 else None
 
 
-def source_serial_shares(records: Iterable[CompileRecord]) -> tuple[tuple[str, str, float, int], ...]:
-    """What each source's own split steps measured: (source, tool, serial share, split steps),
-    the median share of the tool's split steps of that source, over every record given."""
+def source_serial_shares(records: Iterable[CompileRecord]) -> tuple[tuple[str, str, float, int, float | None], ...]:
+    """What each source's own split steps measured: (source, tool, serial share, split steps,
+    cpu ratio), the median share of the tool's split steps of that source over every record
+    given, and the median of their cpu over the cpu of the same step unsplit (same source, tool
+    and architecture, in another build of the logs; None where none ran unsplit).  The ratio is
+    what the split cost, contention included: FlashAttention's split ciccs spent 1.08-1.18 of
+    their unsplit cpu where the model's fixed overhead, at their serial shares, says 1.00-1.02
+    (docs/benchmarks.md, round 7)."""
     found: dict[tuple[str, str], list[float]] = {}
+    split_cpu: dict[tuple[str, str, str], list[float]] = {}
+    whole_cpu: dict[tuple[str, str, str], list[float]] = {}
     for record in records:
         if not record.sources:
             continue
         for step in record.steps:
-            if step.tool in SERIAL_SHARE and step.cores > 1 and step.cpu_seconds:
+            if step.tool not in SERIAL_SHARE or not step.cpu_seconds:
+                continue
+            key = (record.sources[0], step.tool, step.arch or "")
+            if step.cores > 1:
+                split_cpu.setdefault(key, []).append(step.cpu_seconds)
                 share = serial_share(step.seconds, step.cpu_seconds, cores=step.cores)
                 if share is not None:
-                    found.setdefault((record.sources[0], step.tool), []).append(share)
-    return tuple((source, tool, sorted(shares)[len(shares) // 2], len(shares))
+                    found.setdefault(key[:2], []).append(share)
+            elif step.state != "skipped":
+                whole_cpu.setdefault(key, []).append(step.cpu_seconds)
+    ratios: dict[tuple[str, str], list[float]] = {}
+    for key, spent in split_cpu.items():
+        if key in whole_cpu:
+            ratios.setdefault(key[:2], []).append(_median(spent) / _median(whole_cpu[key]))
+    return tuple((source, tool, _median(shares), len(shares),
+                  _median(ratios[source, tool]) if (source, tool) in ratios else None)
                  for (source, tool), shares in sorted(found.items()))  # fmt: skip
+
+
+def _median(values: Sequence[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 def _serial_shares(jobs: Sequence[Job]) -> tuple[tuple[str, float, str], ...]:
@@ -159,9 +181,9 @@ def _serial_shares(jobs: Sequence[Job]) -> tuple[tuple[str, float, str], ...]:
 
 
 def _pole(job: Job, *, cores: int, serial: dict[str, float],
-          own: Mapping[str, Mapping[str, tuple[float, int]]]) -> tuple[PoleAdvice, float]:  # fmt: skip
+          own: Mapping[str, Mapping[str, tuple[float, int, float | None]]]) -> tuple[PoleAdvice, float]:  # fmt: skip
     """One compile, and the cpu seconds its split would add: modelled with its own source's
-    serial shares where its split steps were measured, else with the build's."""
+    serial shares and cpu ratios where its split steps were measured, else with the build's."""
     source = _source_name(job)
     if job.record is None:
         return PoleAdvice(job.name, source, job.start, job.seconds, 0.0, 0.0, 0.0, None), 0.0
@@ -180,14 +202,17 @@ def _pole(job: Job, *, cores: int, serial: dict[str, float],
     if any(s.cores > 1 for s in steps if s.tool in ("cicc", "ptxas")):
         return PoleAdvice(job.name, source, job.start, job.seconds, cicc, ptxas, host, job.seconds, already_split=True), 0.0
     mine = own.get(job.record.sources[0], {}) if job.record.sources else {}
-    shares = {**serial, **{tool: value for tool, (value, _) in mine.items()}}
-    count = sum(n for _, n in mine.values())
+    shares = {**serial, **{tool: value for tool, (value, _, _) in mine.items()}}
+    cpu_ratios = {tool: ratio for tool, (_, _, ratio) in mine.items() if ratio is not None}
+    count = sum(n for _, n, _ in mine.values())
     measured = f"{count} split step{'s' if count != 1 else ''}" if mine else ""
     new_chain, extra, on_chain = 0.0, 0.0, {id(s) for s in chain}
     for step in steps:  # every architecture's steps get split, not only the longest chain's
         if step.tool in shares:
             cpu = max(step.seconds, step.cpu_seconds or 0.0)
             wall, spent = split_step(cpu, serial=shares[step.tool], cores=cores)
+            if step.tool in cpu_ratios:
+                spent = cpu * cpu_ratios[step.tool]  # what its own split cost, measured
             extra += spent - cpu
             if id(step) in on_chain:
                 new_chain += wall

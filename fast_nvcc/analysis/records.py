@@ -143,7 +143,7 @@ class Build:
     unjoined: int = 0  # fast_nvcc records that are not part of this build
     # What each source's own split steps measured, in every build of the logs read (not only this
     # one): (source, tool, serial share, split steps) (advice.py)
-    split_shares: tuple[tuple[str, str, float, int], ...] = ()
+    split_shares: tuple[tuple[str, str, float, int, float | None], ...] = ()  # advice.source_serial_shares
 
     @property
     def records(self) -> tuple[CompileRecord, ...]:

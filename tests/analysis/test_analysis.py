@@ -855,6 +855,25 @@ def test_write_split_without_advice_writes_a_header_that_splits_nothing(tmp_path
     assert settings(4, f"@{written}", {}) == (None, ())
 
 
+def test_a_sources_own_split_steps_give_the_cpu_its_split_adds(tmp_path):
+    """The split's extra cpu, where the source's split cicc ran in a later build and its unsplit
+    one in this: what that cicc spent over its unsplit cpu (1.3 here), not the model's fixed
+    overhead at its serial share (FlashAttention's ciccs, round 7: 1.08-1.18 measured, 1.00-1.02
+    modelled, and the advised build's cpu floor came out 12 s above the predicted floor)."""
+    records = [json.loads(line) for line in _pole_build(tmp_path).read_text().splitlines()]
+    later = log_record(100_000.0, 60.0, ["/b/relu_grouped.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 60.0)])
+    later["sources"] = ["/src/activation/relu_grouped.cu"]
+    later["steps"][0].update(cpu_seconds=130.0, cores=4)
+    v = analyze(load_build([str(write_jsonl(tmp_path / "both.jsonl", [*records, later]))], build=1), slots=4).advice
+    assert v.poles[0].chosen
+    ptxas_default = advice.split_step(60.0, serial=0.16, cores=4)[1] - 60.0  # not measured split: the model's
+    assert v.split_extra_cpu == pytest.approx(100.0 * 0.3 + ptxas_default)
+    # Without an unsplit run of that cicc to compare with, the model's overhead stays.
+    alone = write_jsonl(tmp_path / "alone.jsonl", [later])
+    (entry,) = load_build([str(alone)]).split_shares
+    assert entry[:2] == ("/src/activation/relu_grouped.cu", "cicc") and entry[4] is None
+
+
 def test_a_sources_own_split_steps_in_a_later_build_give_its_serial_share(tmp_path, capsys):
     """An exact build (relu_grouped.cu sets the floor, adam.cu too), then relu_grouped.cu alone
     built split, appended to the same log: analyzing the exact build models relu_grouped.cu's
