@@ -350,15 +350,29 @@ def leftovers(tmp: Path) -> list[str]:
 # -- FAST_NVCC_LOG: the floor and starvation ---------------------------------------------------
 
 
-def process_steps(record: dict, *, needed: bool = False) -> list[tuple[float, float]]:
-    """Absolute (start, end) of the steps that ran a process.  The log's ``command`` is false
-    for the split host compile's cc1plus and as, which do run, so a step with resource usage
-    (``cpu_seconds``) counts too.  ``needed``: not the stub probes, which use idle cores only."""
-    base = record.get("run_start") or 0.0
-    return [(base + s["start"], base + s["end"]) for s in record.get("steps", ())
+def running_steps(record: dict, *, needed: bool = False) -> list[dict]:
+    """The steps that ran a process.  The log's ``command`` is false for the split host
+    compile's cc1plus and as, which do run, so a step with resource usage (``cpu_seconds``)
+    counts too.  ``needed``: not the stub probes, which use idle cores only."""
+    return [s for s in record.get("steps", ())
             if s.get("start") is not None and s.get("end") is not None
             and (s.get("command") or s.get("cpu_seconds") is not None)
             and not (needed and s.get("tool") == "cicc stub")]  # fmt: skip
+
+
+def process_steps(record: dict, *, needed: bool = False) -> list[tuple[float, float]]:
+    """Absolute (start, end) of :func:`running_steps`."""
+    base = record.get("run_start") or 0.0
+    return [(base + s["start"], base + s["end"]) for s in running_steps(record, needed=needed)]
+
+
+def step_work(step: dict) -> float:
+    """What a step kept the cores busy for: its cpu seconds where the log has them (a split step
+    held several cores; steps that shared one each ran longer than their work), else its time.
+    As analyze counts a build's work (issue 41): TE's split build summed by elapsed time put the
+    floor at 1.10 of its wall (round 7)."""
+    cpu = step.get("cpu_seconds")
+    return cpu if cpu is not None else step["end"] - step["start"]
 
 
 def busy_intervals(steps: Sequence[tuple[float, float]], *, at_least: int) -> list[tuple[float, float]]:
@@ -406,12 +420,11 @@ def analyze_log(records: Sequence[dict], *, cores: int) -> dict:
     name = {id(r): Path((r.get("sources") or ["?"])[0]).name for r in records}
     longest = max(compiles, key=lambda r: r.get("critical_path_seconds") or 0.0)
     # Stub probes (optional work on idle cores) are not work the build needs.
-    step_sum = sum(e - s for r in compiles for s, e in process_steps(r, needed=True))
-    # A split step (-split-compile N, fast_nvcc's core grants) ran on several cores: its cpu
-    # beyond its wall is work too.
+    step_sum = sum(step_work(s) for r in compiles for s in running_steps(r, needed=True))
+    # What split steps (-split-compile N, fast_nvcc's core grants) ran beyond their wall, on
+    # their extra cores: in step_sum already, reported apart.
     split_cpu = sum(max(0.0, (s.get("cpu_seconds") or 0.0) - (s["end"] - s["start"]))
                     for r in compiles for s in r.get("steps", ()) if s.get("cores"))  # fmt: skip
-    step_sum += split_cpu
     critical = longest.get("critical_path_seconds") or 0.0
     summary.update(
         critical_path_seconds=critical, critical_path_source=name[id(longest)], step_seconds=step_sum,
@@ -683,9 +696,9 @@ def describe_log(label: str, log: dict, *, cores: int) -> str:
     worst, contended = log["worst_first_step"], log["worst_contended"]
     waited = "the log's first_step_wait_seconds" if log.get("waits_from_log") else f"process start + {STARTUP_ALLOWANCE} s"
     text = (f"- {label}: floor = max(longest critical path {log['critical_path_seconds']:.1f} s "
-            f"({log['critical_path_source']}), sum of steps {log['step_seconds']:.0f} s / {cores} cores = "
+            f"({log['critical_path_source']}), the steps' cpu {log['step_seconds']:.0f} s / {cores} cores = "
             f"{log['step_seconds'] / cores:.1f} s"
-            f"{'; split steps ' + str(log['split_steps']) + ', up to ' + str(log['most_cores']) + ' cores, their cpu beyond their wall ' + format(log['split_cpu_seconds'], '.0f') + ' s counted' if log.get('split_steps') else ''}"
+            f"{'; split steps ' + str(log['split_steps']) + ', up to ' + str(log['most_cores']) + ' cores, ' + format(log['split_cpu_seconds'], '.0f') + ' s of cpu beyond their wall' if log.get('split_steps') else ''}"
             f"); host compile split in {log['split_host']} of {log['compiles']} "
             f"compiles; modes {log['modes']}{'; ' + str(log['failed']) + ' failed' if log['failed'] else ''}. "
             f"Longest wait for a first step: {worst['source']} {worst['first_step_after']:.2f} s after its process "

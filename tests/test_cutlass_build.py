@@ -73,7 +73,22 @@ def test_the_split_host_compile_runs_processes_though_the_log_says_no_command():
     fallback["steps"].append({"tool": "cc1plus", "start": 1.0, "end": 1.0, "command": False, "cpu_seconds": None})
     log = cutlass_build.analyze_log([split, fallback], cores=2)
     assert log["split_host"] == 1
-    assert log["step_seconds"] == pytest.approx(3.0)
+    assert log["step_seconds"] == pytest.approx(2.9)  # cc1plus's cpu (0.9 s), the others' times
+
+
+def test_the_work_is_the_steps_cpu_where_the_log_has_it():
+    """A split step on 4 cores (8 s of cpu in 2.5 s) and two steps that shared a core (1 s of cpu
+    each in 2 s): the work is 10 s, not their 6.5 s of elapsed time, nor 6.5 s plus the split
+    step's 5.5 s beyond its wall counted as before."""
+    split = record("a.cu", time=100.0, steps=[(0, 2.5)], critical=2.5)
+    split["steps"][0].update(cpu_seconds=8.0, cores=4)
+    shared = record("b.cu", time=100.0, steps=[(0, 2), (0, 2)], critical=2.0)
+    for step in shared["steps"]:
+        step["cpu_seconds"] = 1.0
+    log = cutlass_build.analyze_log([split, shared], cores=4)
+    assert log["step_seconds"] == pytest.approx(10.0)
+    assert log["floor_seconds"] == pytest.approx(max(2.5, 10.0 / 4))
+    assert log["split_cpu_seconds"] == pytest.approx(5.5)
 
 
 def test_results_merge_keeps_the_latest_of_each_variant_and_compares_objects(tmp_path):
