@@ -24,6 +24,8 @@ docs/benchmarks.md.  Needs torch with CUDA, ninja and nvcc (the device has them)
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import json
 import os
 import shlex
@@ -34,7 +36,16 @@ import tarfile
 import time
 from pathlib import Path
 
-from common import ROOT, fast_nvcc_command, machine, masked, read_log, today, tool_versions, write_json
+from common import (
+    ROOT,
+    fast_nvcc_command,
+    machine,
+    masked,
+    read_log,
+    today,
+    tool_versions,
+    write_json,
+)
 from cutlass_build import analyze_log, describe_log
 from peers import cpu_of_children, find_sccache, sccache_server
 
@@ -108,7 +119,7 @@ def build(variant: str, *, src: Path, work: Path, sources: list[str], nvcc: str,
         env["MAX_JOBS"] = str(jobs)
     launcher = {"nvcc": [nvcc], "fast_nvcc": [*fast_nvcc_command(), nvcc], "sccache": [sccache or "sccache", nvcc]}[tool]
     env["PYTORCH_NVCC"] = shlex.join(launcher)
-    with sccache_server(work / "sccache", sccache) if tool == "sccache" else _nothing() as server:
+    with sccache_server(work / "sccache", sccache) if tool == "sccache" else contextlib.nullcontext() as server:
         server_env, server_cpu = server if server else ({}, None)
         env.update(server_env)
         before = server_cpu() if server_cpu else 0.0
@@ -144,17 +155,7 @@ def build(variant: str, *, src: Path, work: Path, sources: list[str], nvcc: str,
     return record
 
 
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 def _digest(data: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()[:16]
 
 
