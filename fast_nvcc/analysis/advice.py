@@ -149,7 +149,7 @@ def source_serial_shares(records: Iterable[CompileRecord]) -> tuple[tuple[str, s
                 share = serial_share(step.seconds, step.cpu_seconds, cores=step.cores)
                 if share is not None:
                     found.setdefault(key[:2], []).append(share)
-            elif step.state != "skipped":
+            elif step.state == "done":  # ran to its end, once or after a failed guess (one record)
                 whole_cpu.setdefault(key, []).append(step.cpu_seconds)
     ratios: dict[tuple[str, str], list[float]] = {}
     for key, spent in split_cpu.items():
