@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import shlex
@@ -40,14 +39,14 @@ from common import (
     ROOT,
     fast_nvcc_command,
     machine,
-    masked,
     read_log,
     today,
     tool_versions,
     write_json,
 )
-from cutlass_build import analyze_log, describe_log
+from cutlass_build import analyze_log, describe_log, leftovers
 from peers import cpu_of_children, find_sccache, sccache_server
+from te_build import digest_objects, read_ninja_log
 
 STAGED = ROOT / ".fa" / "fa-src.tar.xz"
 NAME = "fa_kernels"
@@ -131,10 +130,10 @@ def build(variant: str, *, src: Path, work: Path, sources: list[str], nvcc: str,
         cpu_seconds = cpu() + (server_cpu() - before if server_cpu else 0.0)
     if done.returncode != 0:
         raise SystemExit(f"pytorch_extension: {variant} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    objects = {p.name: masked(p) for p in sorted(directory.glob("*.o"))}
+    objects = digest_objects(directory, {p.name: p.name for p in sorted(directory.glob("*.o"))})
     record = {"key": variant, "jobs": jobs or (len(os.sched_getaffinity(0)) + 2), "wall_seconds": wall,
-              "cpu_seconds": cpu_seconds, "objects": {n: _digest(b) for n, b in objects.items()},
-              "tmp_leftovers": sorted(str(p) for p in tmp.rglob("*")), "finished": time.time()}  # fmt: skip
+              "cpu_seconds": cpu_seconds, "objects": objects, "tmp_leftovers": leftovers(tmp),
+              "finished": time.time()}  # fmt: skip
     if tool == "fast_nvcc":
         records = read_log(log)
         record["log"] = analyze_log(records, cores=len(os.sched_getaffinity(0)))
@@ -147,27 +146,12 @@ def build(variant: str, *, src: Path, work: Path, sources: list[str], nvcc: str,
             logs.mkdir(parents=True, exist_ok=True)
             shutil.copy(log, logs / f"{variant}.jsonl")
     if tool == "nvcc":
-        record["object_seconds"] = _ninja_log(directory)
+        record["object_seconds"] = read_ninja_log(directory)
     aside = work / f"build-{variant}"
     shutil.rmtree(aside, ignore_errors=True)
     directory.rename(aside)
     print(f"{variant:18s} -j{record['jobs']:<3d} {wall:8.1f} s  cpu {cpu_seconds:7.0f} s", file=sys.stderr, flush=True)
     return record
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-def _ninja_log(directory: Path) -> dict[str, float]:
-    """Each object's wall seconds in the build, from ninja's log (version 5+: start end mtime out hash)."""
-    found = {}
-    path = directory / ".ninja_log"
-    if path.exists():
-        for line in path.read_text().splitlines()[1:]:
-            start, end, _, out, _ = line.split("\t")
-            found[out] = (int(end) - int(start)) / 1000
-    return found
 
 
 def report(runs: list[dict], info: dict) -> str:
