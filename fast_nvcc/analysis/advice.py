@@ -161,20 +161,21 @@ def source_serial_shares(records: Iterable[CompileRecord]) -> tuple[tuple[str, s
 
 
 def _median(values: Sequence[float]) -> float:
+    """The middle value (of two, the upper), as the build's own shares have always been read."""
     return sorted(values)[len(values) // 2]
 
 
 def _serial_shares(jobs: Sequence[Job]) -> tuple[tuple[str, float, str], ...]:
     found = []
     for tool, default in SERIAL_SHARE.items():
-        learned = sorted(
+        learned = [
             share for job in jobs if job.record is not None for step in job.record.steps
             if step.tool == tool and step.cores > 1 and step.cpu_seconds
             and (share := serial_share(step.seconds, step.cpu_seconds, cores=step.cores)) is not None
-        )  # fmt: skip
+        ]  # fmt: skip
         if learned:
             steps = f"{len(learned)} split step{'s' if len(learned) != 1 else ''}"
-            found.append((tool, learned[len(learned) // 2], f"learned from {steps}"))
+            found.append((tool, _median(learned), f"learned from {steps}"))
         else:
             found.append((tool, default, "measured (TE cast_grouped.cu, 2026-11-25)"))
     return tuple(found)
