@@ -18,6 +18,7 @@ a killed compile never loses a slot nor leaves a claim.
 
 from __future__ import annotations
 
+import enum
 import itertools
 import os
 import re
@@ -44,9 +45,10 @@ class Slots:
     def __init__(self) -> None:
         self.held = 0  # extra slots currently held
 
-    def try_acquire(self, priority: float = 0.0) -> bool:
+    def try_acquire(self, priority: float = 0.0, *, pole: bool = False) -> bool:
         """One more slot for a step whose remaining path through its compile is ``priority``
-        seconds; False: not now (ask again)."""
+        seconds; False: not now (ask again).  ``pole``: a core for a running split step
+        (fast_nvcc.run.core_grants), which the pool ranks beside compiles' first steps."""
         self.held += 1
         return True
 
@@ -55,7 +57,7 @@ class Slots:
         extra step of ``priority``?  (Only the pool can tell; make's tokens are first come.)"""
         return False
 
-    def claimed(self, priority: float) -> bool:
+    def claimed(self, priority: float, *, pole: bool = False) -> bool:
         """Should a split step give back an extra core it holds at rank ``priority``
         (fast_nvcc.run.core_grants): does a better claim wait, or do steps run beyond the pool?"""
         return self.outranked(priority)
@@ -111,7 +113,7 @@ class JobserverSlots(Slots):
         self.description = description
         self.tokens: list[bytes] = []
 
-    def try_acquire(self, priority: float = 0.0) -> bool:
+    def try_acquire(self, priority: float = 0.0, *, pole: bool = False) -> bool:
         try:
             token = os.read(self.read_fd, 1)
         except BlockingIOError:
@@ -163,10 +165,13 @@ class PoolSlots(Slots):
     * **A free slot goes to the best-ranked waiter of the whole machine.**  A process that wants
       a slot posts a request whose file *name* is its rank, so one directory listing sorts every
       waiter, and holds an ``flock`` on it, so the request of a dead process is seen as such (and
-      removed) by the next reader.  The rank, best first: a compile that runs nothing before one
-      that wants an extra step; then the longer remaining path through its own compile (learned
-      costs, or per-tool defaults); then the earlier request.  A process takes a free slot only
-      when fewer live requests rank ahead of it than there are free slots.
+      removed) by the next reader.  The rank, best first: a compile that runs nothing, or a
+      running split step that wants another core (:class:`Ask`), before one that wants an extra
+      step; then the longer remaining path through its own compile (learned costs, or per-tool
+      defaults); then the earlier request.  A process takes a free slot only when fewer live
+      requests rank ahead of it than there are free slots.  So rule 1 yields to a split step
+      whose path is longer than the waiting compile's: that compile has slack, the split step
+      is the build's tail (docs/scheduling.md).
     * **While the build tool holds compiles back, the compile nearest its end finishes first.**
       When ninja (or make without a jobserver) runs as many jobs as its ``-j`` allows, it starts
       no further compile until one ends.  Then the DRAIN_COMPILES compiles with the least work
@@ -257,30 +262,33 @@ class PoolSlots(Slots):
 
     # -- slots ---------------------------------------------------------------------------
 
-    def try_acquire(self, priority: float = 0.0) -> bool:
-        first = self._first()
-        name = self.board.post(priority, first=first)
-        overflowing = live(self.marks, "over-")
-        # Those ahead get theirs first; an extra step also waits until no compile runs over.
-        wanted = self.board.ahead(name) + 1 + (0 if first else len(overflowing))
-        locked = self.locks.lock_free(wanted, skip={h.slot for h in self._holds})
-        if len(locked) >= wanted:
-            for slot in locked[1:]:
-                self.locks.unlock(slot)
-            mark = None if first else self._mark("extra")
-            self._take(_Hold(slot=locked[0], mark=mark))
-            return True
-        for slot in locked:
+    def _ask(self, pole: bool) -> Ask:
+        """What this process asks for: its compile's first step (rule 1), a core for a running
+        split step on a long path, or an extra step."""
+        if self._first():
+            return Ask.FIRST
+        if pole and not self.competes():
+            return Ask.POLE
+        return Ask.EXTRA
+
+    def try_acquire(self, priority: float = 0.0, *, pole: bool = False) -> bool:
+        ask = self._ask(pole)
+        name = self.board.post(priority, first=ask is not Ask.EXTRA)
+        over = len(live(self.marks, "over-")) if ask is Ask.EXTRA else 0
+        ahead = self.board.ahead(name)
+        locked = self.locks.lock_free(slots_wanted(ask, ahead=ahead, over=over), skip={h.slot for h in self._holds})
+        for slot in locked[1:]:
             self.locks.unlock(slot)
-        # However many compiles arrive while extra steps run: tying the overflow to the count of
-        # extras left arriving compiles waiting for their first step (docs/benchmarks.md).
-        if first and live(self.marks, "extra-"):
-            self._take(_Hold(slot=None, mark=self._mark("over")))
-            return True
-        if not first and self._may_drain():
-            self._take(_Hold(slot=None, mark=self._mark("extra-drain")))
-            return True
-        return False
+        how = admit(ask, ahead=ahead, free=len(locked), over=over,
+                    extras=lambda: len(live(self.marks, "extra-")), may_drain=self._may_drain)  # fmt: skip
+        if how is not Admit.SLOT and locked:
+            self.locks.unlock(locked[0])
+        if how is None:
+            return False
+        mark = {Admit.SLOT: {Ask.FIRST: None, Ask.POLE: "pole", Ask.EXTRA: "extra"}[ask],
+                Admit.OVER: "over", Admit.DRAIN: "extra-drain"}[how]  # fmt: skip
+        self._take(_Hold(slot=locked[0] if how is Admit.SLOT else None, mark=mark and self._mark(mark)))
+        return True
 
     def over_pool(self, commands: int) -> str | None:
         if commands <= sum(1 for h in self._holds if h.slot is not None):
@@ -302,17 +310,21 @@ class PoolSlots(Slots):
             return True
         return bool(live(self.marks, "over-"))  # the pool is over its size: no extra step
 
-    def _waits_before(self, priority: float) -> bool:
+    def _waits_before(self, priority: float, *, pole: bool = False) -> bool:
         """Is another compile's request on the board ranked before one of ``priority``?"""
-        return self.board.others_before(self.board.rank_name(priority, first=self._first()))
+        first = self._ask(pole) is not Ask.EXTRA
+        return self.board.others_before(self.board.rank_name(priority, first=first))
 
-    def claimed(self, priority: float) -> bool:
+    def claimed(self, priority: float, *, pole: bool = False) -> bool:
         """As outranked, except that a step which started over the pool's size (while it was
         full) keeps its mark until it ends: once as many slots are free as such steps run,
         nobody runs beyond the size any more.  Counted as over for all their time, such steps
-        kept every split step near one core while cores were idle (docs/benchmarks.md)."""
-        if self._waits_before(priority):
+        kept every split step near one core while cores were idle (docs/benchmarks.md).  A
+        ``pole``'s core yields by rank alone: the steps over the pool end by themselves."""
+        if self._waits_before(priority, pole=pole):
             return True
+        if pole and self._ask(pole) is Ask.POLE:
+            return False
         over = len(live(self.marks, "over-"))
         if not over:
             return False
@@ -322,10 +334,12 @@ class PoolSlots(Slots):
         return len(free) < over
 
     def release(self) -> None:
-        """Give back one slot: an extra one first, then one over the pool, then the first."""
+        """Give back one slot: a split step's core first, then an extra one, then one over the
+        pool, then the first."""
         if not self._holds:
             return
-        hold = max(self._holds, key=lambda h: (h.mark is not None and "extra-" in h.mark.path, h.slot is None))
+        hold = max(self._holds, key=lambda h: (h.mark is not None and "/pole-" in h.mark.path,
+                                               h.mark is not None and "extra-" in h.mark.path, h.slot is None))  # fmt: skip
         self._holds.remove(hold)
         if hold.slot is not None:
             self.locks.unlock(hold.slot)
@@ -338,6 +352,49 @@ class PoolSlots(Slots):
         self.work_left.close()
         self.scales.close()
         self.locks.close()
+
+
+class Ask(enum.Enum):
+    """What a compile asks the pool for, which sets the first key of its rank."""
+
+    FIRST = "first"  # its first step: rule 1, before any extra step
+    # One more core for a running split step (fast_nvcc.run.core_grants): ranked among the first
+    # steps by remaining path, so that a long pole's split threads get the cores that compiles
+    # with shorter paths (slack) would take, rather than wait for the build's tail.
+    POLE = "pole"
+    EXTRA = "extra"  # any other step of a compile that runs one
+
+
+class Admit(enum.Enum):
+    """How a request is let in."""
+
+    SLOT = "slot"  # on a free slot
+    OVER = "over"  # over the pool's size (a first step, while extra steps run)
+    DRAIN = "drain"  # over the pool's size, for a compile near its end (rule 3)
+
+
+def slots_wanted(ask: Ask, *, ahead: int, over: int) -> int:
+    """How many free slots a request needs to see to take one: one for itself and one for each
+    request ranked before it; an extra step also leaves one to each first step running over."""
+    return ahead + 1 + (over if ask is Ask.EXTRA else 0)
+
+
+def admit(ask: Ask, *, ahead: int, free: int, over: int, extras: Callable[[], int],
+          may_drain: Callable[[], bool]) -> Admit | None:  # fmt: skip
+    """The pool's rule for one request: ``ahead`` live requests rank before it, ``free`` slots
+    are free (counted up to :func:`slots_wanted`), ``over`` first steps run over the pool's
+    size; ``extras`` and ``may_drain`` are asked only when they decide.  None: it waits.
+
+    However many compiles arrive while extra steps run, their first steps start (over the
+    pool): tying that to the count of extras left arriving compiles waiting (docs/benchmarks.md).
+    A split step's core never runs over the pool, and lets no first step run over it."""
+    if free >= slots_wanted(ask, ahead=ahead, over=over):
+        return Admit.SLOT
+    if ask is Ask.FIRST and extras():
+        return Admit.OVER
+    if ask is Ask.EXTRA and may_drain():
+        return Admit.DRAIN
+    return None
 
 
 @dataclass(frozen=True, slots=True)

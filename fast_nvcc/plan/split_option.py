@@ -112,3 +112,24 @@ def matches(pattern: str, path: str) -> bool:
     if "/" in pattern:
         return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(path, f"*/{pattern.lstrip('/')}")
     return fnmatch.fnmatchcase(os.path.basename(path), pattern)
+
+
+_SPLIT = re.compile(r"-split-compile(?:-extended)?(?:=(\d+))?")
+
+
+def split_threads(argv: Sequence[str], *, machine_cpus: int | None = None) -> int | None:
+    """How many threads a step optimizes in: its last ``-split-compile N`` (cicc, nvlink),
+    ``-split-compile=N`` (ptxas) or ``-split-compile-extended N`` (nvlink); N=0 is every CPU of
+    the machine, as cicc counts them.  None: not a split step (or N=1)."""
+    found: int | None = None
+    for index, word in enumerate(argv):
+        match = _SPLIT.fullmatch(word)
+        if match is None:
+            continue
+        value = match.group(1)
+        if value is None and index + 1 < len(argv) and argv[index + 1].isdigit():
+            value = argv[index + 1]
+        if value is not None:
+            count = int(value)
+            found = count if count > 0 else (machine_cpus or os.cpu_count() or 1)
+    return found if found is not None and found > 1 else None

@@ -97,11 +97,11 @@ class Admission:
 
     def widen(self, priority: float) -> bool:
         """One more core for a running split step of remaining path ``priority``: a local
-        slot (-j) and a shared one, asked for at that rank."""
+        slot (-j) and a shared one, asked for at that rank (beside first steps: ``pole``)."""
         if not self._free_slots:
             return False
         if self.slots.held < max(0, self._in_use + 1 - self.slots.implicit):
-            if not self.slots.try_acquire(priority):
+            if not self.slots.try_acquire(priority, pole=True):
                 return False
         self._widened.append(self._free_slots.pop())
         return True

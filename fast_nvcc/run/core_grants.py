@@ -9,15 +9,18 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   affinity), so that N threads do not crowd out the other compiles' steps early in a build.
 * **The grant widens while its threads want cores**, one core per free slot: each extra core is
   one more shared slot (:mod:`.admission`), asked for at the step's rank (its compile's remaining
-  path from it).  A split step's threads are not all busy all the time: cicc runs its front end
+  path from it), which the pool ranks beside compiles' first steps
+  (:class:`fast_nvcc.machine.slots.Ask`): a free slot goes to the split step on a long path
+  before a compile with a shorter one starts, so the build's longest pole gets its cores while
+  other compiles still arrive, not in the tail.  A split step's threads are not all busy all the time: cicc runs its front end
   in one thread and only then optimizes in N, so a grant follows the threads that run or wait
   for a core (:func:`runnable_threads`): when compiles end and slots fall idle, the long poles
   of the build get them first, up to N, while they can use them.
 * **Cores follow use**: cores beyond the step's runnable threads, three looks in a row
   (:func:`idle`), go back at once, so that no ready step waits for a core nothing runs on.
 * **It narrows again**, one core at a time, when a step of its own compile waits for a slot, or
-  when the pool has a better-ranked waiter (a compile's first step, a longer path): a step on one
-  core comes before a second core for anyone.
+  when the pool has a better-ranked waiter (a compile's first step on a longer path, or any
+  step on a longer path once compiles compete by rank).
 * **Under make's jobserver**, which ranks no one and starts no job without a token, the extra
   cores' tokens all go back every two seconds (make, blocked on the token pipe, gets those it
   waits for), and are taken again at the next poll.
@@ -36,10 +39,9 @@ import contextlib
 import functools
 import os
 import random
-import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -48,27 +50,6 @@ from ..machine.pool_files import SlotLocks
 
 if TYPE_CHECKING:
     from .admission import Admission
-
-_SPLIT = re.compile(r"-split-compile(?:-extended)?(?:=(\d+))?")
-
-
-def split_threads(argv: Sequence[str], *, machine_cpus: int | None = None) -> int | None:
-    """How many threads a step optimizes in: its last ``-split-compile N`` (cicc, nvlink),
-    ``-split-compile=N`` (ptxas) or ``-split-compile-extended N`` (nvlink); N=0 is every CPU of
-    the machine, as cicc counts them.  None: not a split step (or N=1)."""
-    found: int | None = None
-    for index, word in enumerate(argv):
-        match = _SPLIT.fullmatch(word)
-        if match is None:
-            continue
-        value = match.group(1)
-        if value is None and index + 1 < len(argv) and argv[index + 1].isdigit():
-            value = argv[index + 1]
-        if value is not None:
-            count = int(value)
-            found = count if count > 0 else (machine_cpus or os.cpu_count() or 1)
-    return found if found is not None and found > 1 else None
-
 
 @dataclass(slots=True)
 class Grant:
@@ -215,7 +196,7 @@ class Grants:
             grant.idle_looks = 0
             changed.append(grant)
         give_back = narrowing(self._running.values(), ours_waiting=ours_waiting,
-                              outranked=self.admission.slots.claimed)  # fmt: skip
+                              outranked=functools.partial(self.admission.slots.claimed, pole=True))  # fmt: skip
         if give_back is not None:
             self._drop_core(give_back)
             self.admission.narrow()

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 from ..graph.tasks import Task
 from ..machine.slots import Slots, pool_directory
+from ..plan.split_option import split_threads
 from .admission import Admission
-from .core_grants import Grants, runnable_threads, split_threads
+from .core_grants import Grants, runnable_threads
 from .dispatch import Turn
 from .handlers import Handler
 from .processes import Processes

@@ -18,10 +18,17 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from fast_nvcc.machine.slots import JobserverSlots, PoolSlots, jobserver_from_makeflags, slots_from_environment
-
 from helpers import fast_nvcc_command
+
+from fast_nvcc.machine.slots import (
+    Admit,
+    Ask,
+    JobserverSlots,
+    PoolSlots,
+    admit,
+    jobserver_from_makeflags,
+    slots_from_environment,  # fmt: skip
+)
 
 # What fast_nvcc itself decides: against the first toolchain (conftest).
 pytestmark = pytest.mark.one_toolchain
@@ -36,6 +43,35 @@ exec /usr/bin/gcc "$@"
 
 
 # -- units ---------------------------------------------------------------------------------
+
+
+def _never() -> int:
+    raise AssertionError("asked though it decides nothing here")
+
+
+@pytest.mark.parametrize(
+    "ask, ahead, free, over, extras, may_drain, expected",
+    [
+        # A free slot for each request ranked before it, and one for itself.
+        (Ask.FIRST, 0, 1, 0, _never, _never, Admit.SLOT),
+        (Ask.FIRST, 1, 1, 0, lambda: 0, _never, None),  # the one ahead gets it
+        # Full: a first step runs over the pool while extra steps run (rule 1), else waits.
+        (Ask.FIRST, 0, 0, 0, lambda: 2, _never, Admit.OVER),
+        (Ask.FIRST, 0, 0, 0, lambda: 0, _never, None),
+        # An extra step leaves a slot to each first step running over the pool ...
+        (Ask.EXTRA, 0, 1, 1, _never, lambda: False, None),
+        (Ask.EXTRA, 0, 2, 1, _never, _never, Admit.SLOT),
+        # ... and runs over it only to drain a compile near its end (rule 3).
+        (Ask.EXTRA, 0, 0, 0, _never, lambda: True, Admit.DRAIN),
+        # A split step's core: by rank beside first steps, not behind the steps over the pool,
+        # and never over the pool itself.
+        (Ask.POLE, 0, 1, 3, _never, _never, Admit.SLOT),
+        (Ask.POLE, 1, 1, 0, _never, _never, None),
+        (Ask.POLE, 0, 0, 0, _never, _never, None),
+    ],
+)
+def test_admit(ask, ahead, free, over, extras, may_drain, expected):
+    assert admit(ask, ahead=ahead, free=free, over=over, extras=extras, may_drain=may_drain) is expected
 
 
 def test_makeflags_without_jobserver():
@@ -102,12 +138,13 @@ import sys, time
 sys.path.insert(0, {root!r})
 from fast_nvcc.machine.slots import PoolSlots
 name, priority, extra, hold = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-pool = PoolSlots({pool!r}, {size})
+pole = sys.argv[5] == "1"
+pool = PoolSlots({pool!r}, {size}, saturated=(lambda: True) if pole else None)
 for _ in range(extra):  # slots this process already runs steps on
     while not pool.try_acquire(0.0):
         time.sleep(0.01)
 print("ready", flush=True)
-while not pool.try_acquire(priority):
+while not pool.try_acquire(priority, pole=pole):
     time.sleep(0.01)
 with open({order!r}, "a") as handle:
     handle.write(name + "\\n")
@@ -116,10 +153,13 @@ pool.close()
 """
 
 
-def start_waiter(tmp_path, name, priority, *, extra=0, hold=0.3, size=2):
+def start_waiter(tmp_path, name, priority, *, extra=0, hold=0.3, size=2, pole=False):
+    """A process that takes ``extra`` slots, then waits for one more at ``priority`` (for a
+    ``pole``: a split step's core, while the build tool is full) and writes ``name`` to the
+    order file once it has it."""
     script = WAITER.format(root=str(Path(__file__).parent.parent.parent), pool=str(tmp_path / "pool"), size=size,
                            order=str(tmp_path / "order"))  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-c", script, name, str(priority), str(extra), str(hold)],
+    proc = subprocess.Popen([sys.executable, "-c", script, name, str(priority), str(extra), str(hold), str(int(pole))],
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert proc.stdout.readline().strip() == "ready"
     return proc
@@ -149,6 +189,86 @@ def test_pool_grants_by_rank_first_steps_before_extra_ones(tmp_path):
     for proc in [*waiters, extra]:
         assert proc.wait(timeout=60) == 0
     assert (tmp_path / "order").read_text().split() == ["w50", "w20", "w5", "extra"]
+
+
+def test_a_split_steps_core_goes_before_first_steps_of_shorter_paths(tmp_path):
+    """A full pool of two, the build tool holding compiles back.  Waiting: first steps on paths
+    of 5 and 50 s, and a running split step that wants another core on a 20 s path.  Its core
+    comes after the first step on the longer path and before the one with slack: rule 1 yields
+    to the long pole, and only to it.  (An extra step waits for both: the test above.)"""
+    holder = PoolSlots(str(tmp_path / "pool"), 2)
+    assert holder.try_acquire(0.0)
+    pole = start_waiter(tmp_path, "pole", 20.0, extra=1, pole=True)
+    waiters = [start_waiter(tmp_path, name, priority) for name, priority in (("w5", 5), ("w50", 50))]
+    wait_for(lambda: requests_on_board(tmp_path) == 3)
+    holder.close()
+    for proc in [*waiters, pole]:
+        assert proc.wait(timeout=60) == 0
+    assert (tmp_path / "order").read_text().split() == ["w50", "pole", "w5"]
+
+
+def test_a_split_steps_core_yields_by_rank_alone(tmp_path):
+    """A split step's extra core goes back (``claimed``) when a first step on a longer path
+    waits, not for one on a shorter path, and not because first steps run over the pool."""
+    pool = str(tmp_path / "pool")
+    split = PoolSlots(pool, 4, saturated=lambda: True)
+    other = PoolSlots(pool, 4, saturated=lambda: True)
+    assert split.try_acquire(0.0) and split.try_acquire(20.0, pole=True)
+    assert other.try_acquire(5.0) and other.try_acquire(5.0)  # an extra step: the pool is full
+    late = PoolSlots(pool, 4, saturated=lambda: True)
+    assert late.try_acquire(1.0) and late.over_pool(1) == "first"  # over the pool: an extra runs
+    assert not split.claimed(20.0, pole=True)
+    assert split.claimed(20.0)  # an extra step's core would go back
+    # The step over the pool and the extra one end, another compile's first step fills the
+    # pool: a first step that arrives now waits (no extra step lets it run over).
+    late.close()
+    other.release()
+    filler = PoolSlots(pool, 4, saturated=lambda: True)
+    assert filler.try_acquire(1.0) and filler.over_pool(1) is None
+    shorter = start_waiter(tmp_path, "shorter", 5.0, size=4)
+    wait_for(lambda: requests_on_board(tmp_path) == 1)
+    assert not split.claimed(20.0, pole=True)
+    longer = start_waiter(tmp_path, "longer", 50.0, size=4)
+    wait_for(lambda: requests_on_board(tmp_path) == 2)
+    assert split.claimed(20.0, pole=True)
+    for slots in (split, other, filler):
+        slots.close()
+    for proc in (shorter, longer):
+        assert proc.wait(timeout=60) == 0
+
+
+def test_a_split_step_widens_past_a_first_step_with_slack_and_not_past_a_longer_one(tmp_path):
+    """fast_nvcc.run.core_grants asks the pool as a split step: a running split step on a 20 s
+    path whose threads want four cores, on a full pool of three, and a compile waiting for its
+    first step.  When a slot comes free, the split step takes it if the waiting compile's path
+    is 5 s; on a 50 s path, the compile gets it."""
+    from fast_nvcc.run.admission import Admission
+    from fast_nvcc.run.core_grants import Grants
+
+    pool = str(tmp_path / "pool")
+    for waiting, widened in ((5.0, True), (50.0, False)):
+        (tmp_path / "order").unlink(missing_ok=True)
+        slots = PoolSlots(pool, 3, saturated=lambda: True)
+        admission = Admission(jobs=8, slots=slots, memory=None)
+        assert slots.try_acquire(20.0)  # the split step's own slot, as the runner took it
+        admission._commands = 1
+        others = [PoolSlots(pool, 3, saturated=lambda: True) for _ in range(2)]
+        assert all(other.try_acquire(1.0) for other in others)
+        waiter = start_waiter(tmp_path, "compile", waiting, size=3, hold=1.0)
+        grants = Grants(admission, pool_directory=str(tmp_path / "cores"), pin=lambda *_: None, cpus=range(4))
+        grants.start(7, 4, 20.0)
+        wait_for(lambda: requests_on_board(tmp_path) == 1)
+        grants.poll(ours_waiting=False, priority_of=lambda _: 20.0)  # full: its request waits too
+        assert grants._running[7].width == 1 and requests_on_board(tmp_path) == 2
+        others[0].close()
+        if not widened:
+            wait_for(lambda: (tmp_path / "order").exists())
+        grants.poll(ours_waiting=False, priority_of=lambda _: 20.0)
+        assert grants._running[7].width == (2 if widened else 1)
+        grants.close()
+        slots.close()
+        assert waiter.wait(timeout=60) == 0
+        others[1].close()
 
 
 def test_a_killed_waiter_blocks_no_one(tmp_path):
@@ -556,8 +676,8 @@ def test_a_compile_whose_step_overruns_its_estimate_asks_with_a_higher_rank(tmp_
     from fast_nvcc.graph.paths import priorities
     from fast_nvcc.graph.tasks import Action, Dag, Task
     from fast_nvcc.plan.dryrun import Kind, Step
-    from fast_nvcc.run.ready_queue import ReadyQueue
     from fast_nvcc.run.handlers import Internal
+    from fast_nvcc.run.ready_queue import ReadyQueue
     from fast_nvcc.run.scheduler import Runner
 
     class Asking(PoolSlots):
@@ -641,8 +761,8 @@ def test_a_compile_that_has_shown_nothing_asks_with_its_peers_scale(tmp_path, mo
     from fast_nvcc.graph.paths import priorities
     from fast_nvcc.graph.tasks import Action, Dag, Task
     from fast_nvcc.plan.dryrun import Kind, Step
-    from fast_nvcc.run.ready_queue import ReadyQueue
     from fast_nvcc.run.handlers import Internal
+    from fast_nvcc.run.ready_queue import ReadyQueue
     from fast_nvcc.run.scheduler import Runner
 
     class Asking(PoolSlots):

@@ -14,17 +14,16 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import UNROLLED_CHAIN, fast_nvcc_command, mask, require_option, run_tool
 
-from fast_nvcc.run.admission import Admission
-from fast_nvcc.run.core_grants import Grant, Grants, idle, narrowing, runnable_threads, split_threads, widening_order
 from fast_nvcc.errors import FastNvccError
 from fast_nvcc.graph.tasks import Action, Task
-from fast_nvcc.plan.dryrun import Kind, Step
 from fast_nvcc.machine.pool_files import SlotLocks
 from fast_nvcc.machine.slots import Slots
-from fast_nvcc.plan.split_option import matches, settings, with_split
-
-from helpers import UNROLLED_CHAIN, fast_nvcc_command, mask, require_option, run_tool
+from fast_nvcc.plan.dryrun import Kind, Step
+from fast_nvcc.plan.split_option import matches, settings, split_threads, with_split
+from fast_nvcc.run.admission import Admission
+from fast_nvcc.run.core_grants import Grant, Grants, idle, narrowing, runnable_threads, widening_order
 
 # What fast_nvcc itself decides: against the first toolchain (conftest).
 pytestmark = pytest.mark.one_toolchain
@@ -110,7 +109,7 @@ class FreeSlots(Slots):
         super().__init__()
         self.free, self.waiter = free, waiter
 
-    def try_acquire(self, priority: float = 0.0) -> bool:
+    def try_acquire(self, priority: float = 0.0, *, pole: bool = False) -> bool:
         if self.free <= 0 or priority < self.waiter:
             return False
         self.free -= 1
