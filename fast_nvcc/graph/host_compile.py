@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from ..plan.dryrun import TEMP_TAG, Kind, Step
+from ..plan.split_option import split_threads
 from .tasks import Action, Dag, Task
 
 # Host options under which more than the marker's line of the assembly may depend on the
@@ -115,7 +116,11 @@ def early_stubs(
     alone and writes the very stub the last cicc will (heavy.cu, sm_120: 6.4 s against the
     whole cicc's 9.6 s, the same bytes).  The probe is optional (:attr:`Task.optional`): it
     starts only on a slot nothing else wants, and is dropped as soon as it would delay
-    anything or its front has started anyway.
+    anything or its front has started anyway.  Where the last cicc is a split step
+    (``--split-compile``: the user named it a long pole), the probe is *urgent*: it waits its
+    turn for a slot as a real step would, so that on a machine with no idle core the host
+    compile still runs beside the long cicc rather than after it (TE's ``gelu_grouped.cu``:
+    a 94 s cc1plus that started when its 335 s cicc ended, docs/benchmarks.md).
 
     With ``learned``, a *learned stub* task joins the group too, also where the compile has one
     cicc: it waits for cudafe++ and the last cicc's input only, and writes the stub the last
@@ -214,7 +219,7 @@ def _add_stub_probe(tasks: list[Task], preds: list[set[int]], succs: list[set[in
     # It reads what the last cicc reads: nvcc's module_id too, unless that one guesses.
     early = None if last.early is None else (last.early[0], last.early[1], None)
     probe = Task(id=len(tasks), step=last.step, action=Action.STUB_PROBE, argv=argv, reads=last.reads,
-                 optional=True, early=early)  # fmt: skip
+                 optional=True, urgent=split_threads(last.argv) is not None, early=early)  # fmt: skip
     tasks.append(probe)
     preds.append(set(preds[last.id]))
     succs.append(set())

@@ -78,13 +78,23 @@ class Task:
     # cicc writes and the host compile includes, the private path that cicc writes instead,
     # and per cicc of the compile the task whose end makes its stub final and the stub's path.
     stub: tuple[str, str, tuple[tuple[int, str], ...]] | None = None
-    # Work that only helps when a core is idle (a stub probe): the scheduler starts it only on
-    # a slot nothing else wants and drops it once it would delay anything.  Its successors
-    # hear of its end only when it did its job.
+    # Work that only helps (a stub probe): its failure fails nothing, and its successors hear
+    # of its end only when it did its job.  Unless ``urgent``, it only helps when a core is
+    # idle: the scheduler starts it only on a slot nothing else wants and drops it once it
+    # would delay anything.
     optional: bool = False
+    # An optional task that waits its turn and holds its slot as a real step does: the stub
+    # probe of a split compile, whose host compile would otherwise wait for a long cicc's end
+    # on a machine with no idle core (graph.host_compile.early_stubs).
+    urgent: bool = False
     # Under -t, nvcc makes every dependency file (and the preprocessing it reads) before its
     # threads start, whatever order its threads print the plan in (exit_codes.before_threads).
     before_threads: bool = False
+
+    @property
+    def idle_only(self) -> bool:
+        """Does it run only on cores nothing else wants (:attr:`optional`, not :attr:`urgent`)?"""
+        return self.optional and not self.urgent
 
     @property
     def label(self) -> str:

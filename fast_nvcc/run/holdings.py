@@ -104,10 +104,10 @@ class Holdings:
     # -- between turns -------------------------------------------------------------------------
 
     def share(self, turn: Turn) -> None:
-        """After a turn's starts: optional tasks give way to real ones, idle shared slots go
-        back, split steps' cores follow the slots."""
-        if self.processes.runs_optional and (turn.waits or self.slots.outranked(0.0)):
-            self.processes.kill_optional()  # a real step (ours or a peer's) wants its slot
+        """After a turn's starts: tasks on idle cores give way to real ones, idle shared slots
+        go back, split steps' cores follow the slots."""
+        if self.processes.runs_idle_only and (turn.waits or self.slots.outranked(0.0)):
+            self.processes.kill_idle_only()  # a real step (ours or a peer's) wants its slot
         if not turn.blocked:
             self.slots.withdraw()  # nothing of ours waits: others may go first
             if self.memory is not None:

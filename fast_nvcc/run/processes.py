@@ -157,13 +157,17 @@ class Processes:
         return task_id in self._running
 
     @property
-    def runs_optional(self) -> bool:
-        """Does an optional task (graph.Task.optional) run now?"""
-        return any(run.task.optional and not run.killed for run in list(self._running.values()))
+    def runs_idle_only(self) -> bool:
+        """Does a task that only uses idle cores (graph.Task.idle_only) run now?"""
+        return any(run.task.idle_only and not run.killed for run in list(self._running.values()))
 
-    def kill_optional(self, task_id: int | None = None) -> None:
-        """Kill the running optional task ``task_id`` (every one when None)."""
-        self._kill(lambda run: run.task.optional and not run.killed and task_id in (None, run.task.id))
+    def kill_idle_only(self) -> None:
+        """Kill the running tasks that only use idle cores."""
+        self._kill(lambda run: run.task.idle_only and not run.killed)
+
+    def kill_optional(self, task_id: int) -> None:
+        """Kill the running optional task ``task_id`` (its help is no longer needed)."""
+        self._kill(lambda run: run.task.optional and not run.killed and run.task.id == task_id)
 
     def cancel(self, task_id: int) -> None:
         """Stop a running task's command to run the task again: its thread ends as usual, and

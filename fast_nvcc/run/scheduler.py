@@ -213,7 +213,7 @@ class Runner:
 
     def _as_ready(self, task_id: int) -> Ready:
         task = self.tasks[task_id]
-        return Ready(task_id, task.order, short=task_id in self.short, optional=task.optional)
+        return Ready(task_id, task.order, short=task_id in self.short, optional=task.idle_only)
 
     def _launch(self, task: Task) -> None:
         """``task`` took its room (Holdings.take): it starts now."""
@@ -295,12 +295,19 @@ class Runner:
 
 def _optional_last(dag: Dag, priorities: Sequence[float],
                    work: Sequence[float] | None) -> tuple[list[float], list[float] | None]:  # fmt: skip
-    """The ranks and the work of ``dag``'s tasks, where an optional task ranks below everything
-    and counts as no work (it only uses idle cores)."""
+    """The ranks and the work of ``dag``'s tasks, where an optional task counts as no work, and
+    ranks below everything (it only uses idle cores) unless it is urgent: then just before the
+    step it stands in for (a stub probe before its cicc: the probe is that cicc's front end
+    alone, and lets the host compile run beside the cicc)."""
+    original = list(priorities)
     priorities, work = list(priorities), None if work is None else list(work)
     for task in dag.tasks:
         if task.optional:
-            priorities[task.id] = 0.0
+            if task.idle_only:
+                priorities[task.id] = 0.0
+            else:
+                peers = [original[t.id] for t in dag.tasks if t.step is task.step and not t.optional]
+                priorities[task.id] = max([original[task.id], *peers]) + 0.001
             if work is not None:
                 work[task.id] = 0.0
     return priorities, work

@@ -5,7 +5,7 @@ from fast_nvcc.graph.paths import critical_path, priorities, topological_order
 from fast_nvcc.graph.tasks import Action, Dag
 from fast_nvcc.plan.dryrun import Kind
 
-from plans import load_plan, names
+from plans import load, load_plan, names
 
 
 def ancestors(dag: Dag, task_id: int) -> set[int]:
@@ -255,6 +255,7 @@ def test_split_host_compile_starts_before_fatbinary():
     # The stub probe: the last cicc's front end alone, on the same input, once the same steps
     # are done, every file it writes private; the front takes its stub before any other.
     assert seeds[0][0] == probe.id and probe.optional and probe.step is last.step
+    assert probe.idle_only  # not a split compile: only on idle cores
     assert dag.preds[probe.id] == dag.preds[last.id] and dag.succs[probe.id] == {front.id}
     assert probe.argv[1] == "--device-syntax-only" and probe.argv[0] == last.argv[0]
     written = {"-o", "--gen_c_file_name", "--gen_device_file_name", "--stub_file_name", "--module_id_file_name"}
@@ -279,6 +280,20 @@ def test_split_host_compile_starts_before_fatbinary():
     # What came after the host compile now comes after the back task.
     for succ in plain.succs[old_host.id]:
         assert back.id in dag.preds[succ] and front.id not in dag.preds[succ]
+
+
+def test_the_stub_probe_of_a_split_compile_waits_its_turn_as_a_real_step():
+    """A split cicc (--split-compile) is a long pole the user named: its host compile must not
+    wait for its end on a machine with no idle core, so its stub probe is urgent."""
+    from fast_nvcc.plan.dryrun import parse_plan
+
+    header, body = load("compile_3arch_md")
+    split = body.replace('"$CICC_PATH/cicc" ', '"$CICC_PATH/cicc" -split-compile 8 ')
+    dag = build_dag(parse_plan(split, env={}, cwd=header["cwd"]), speculate=True, split_host=True, workdir="/w",
+                    exists=exists)  # fmt: skip
+    (probe,) = [t for t in dag.tasks if t.action is Action.STUB_PROBE]
+    assert probe.optional and probe.urgent and not probe.idle_only
+    assert "-split-compile" in probe.argv  # the front end ignores it; the command is the cicc's
 
 
 @pytest.mark.parametrize("flag", ["-g", "-ggdb3", "-flto", "-save-temps", "-pipe", "-fdump-tree-all"])

@@ -430,6 +430,57 @@ def test_a_long_split_compile_beside_light_ones_gives_nvccs_objects(nvcc, tmp_pa
     assert not list((tmp_path / "t").iterdir())
 
 
+WAITING_PEER = """
+import sys, time
+sys.path.insert(0, {root!r})
+from fast_nvcc.machine.slots import PoolSlots
+pool = PoolSlots({pool!r}, {size}, saturated=lambda: False)
+while not pool.try_acquire(0.0):  # its first step
+    time.sleep(0.01)
+print("ready", flush=True)
+while not pool.try_acquire(0.5):  # then it waits for another, on a short path
+    time.sleep(0.01)
+pool.close()
+"""
+
+
+@pytest.mark.nvcc
+def test_a_split_compiles_stub_probe_waits_its_turn_and_its_host_compile_runs_beside_cicc(nvcc, tmp_path):
+    """A pool of four: one slot held by "another build" (this test), one by a peer compile
+    that waits for a second on a short path.  Nothing is idle, so a stub probe that only uses
+    idle cores would be dropped and the host compile would wait for cicc's end.  The split
+    compile's probe asks by its rank instead: it runs, cc1plus starts on its stub while cicc
+    still runs, and the object is nvcc's with --split-compile 2."""
+    require_option(nvcc, "--split-compile")
+    (tmp_path / "kernels.cu").write_text(SPLIT_KERNELS)
+    args = ["-c", "kernels.cu", "-o", "kernels.o", "-arch=sm_90", "--split-compile", "2"]
+    plain = run_tool([nvcc, *args], cwd=tmp_path, tmpdir=tmp_path / "t")
+    assert plain.returncode == 0, plain.stderr.decode()
+    (tmp_path / "kernels.o").unlink()
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    other = SlotLocks(str(pool), 4)
+    assert len(other.lock_free(1, skip=())) == 1
+    script = WAITING_PEER.format(root=str(Path(__file__).parent.parent.parent), pool=str(pool), size=4)
+    peer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert peer.stdout.readline().strip() == "ready"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_")}
+        env.update(FAST_NVCC_POOL_DIR=str(pool), FAST_NVCC_POOL_SIZE="4", TMPDIR=str(tmp_path / "t"),
+                   FAST_NVCC_LOG=str(tmp_path / "log.jsonl"), FAST_NVCC_HISTORY=str(tmp_path / "history"))  # fmt: skip
+        done = run_tool(fast_nvcc_command(nvcc, args), cwd=tmp_path, env=env, tmpdir=tmp_path / "t")
+    finally:
+        other.close()
+        peer.wait(timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    assert mask(done.files["kernels.o"]) == mask(plain.files["kernels.o"])
+    (record,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    steps = {step["tool"]: step for step in record["steps"]}
+    probe, cicc, host = steps["cicc stub"], steps["cicc"], steps["cc1plus"]
+    assert probe["state"] == "done"
+    assert probe["end"] <= host["start"] < cicc["end"], record["steps"]
+
+
 def test_under_a_jobserver_the_extra_tokens_go_back_every_few_seconds(tmp_path):
     """make ranks no one and starts no job without a token: a widened step gives its extra
     tokens back now and then, so that make gets those it waits for."""

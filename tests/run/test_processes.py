@@ -226,16 +226,20 @@ def test_a_cancelled_task_ends_as_usual_and_is_not_counted_as_killed(running):
     assert processes.end(task.id) is False
 
 
-def test_kill_optional_kills_only_the_optional_tasks(running):
+def test_kill_idle_only_kills_only_the_tasks_on_idle_cores(running):
     processes = running.processes
     probe, step = replace(sh_task(0, LONG), optional=True), sh_task(1, LONG)
+    urgent = replace(sh_task(2, LONG), optional=True, urgent=True)
     running.start(probe)
     running.start(step)
-    assert processes.runs_optional
-    processes.kill_optional()
+    running.start(urgent)
+    assert processes.runs_idle_only
+    processes.kill_idle_only()
     assert running.result(probe.id).returncode == -signal.SIGTERM
-    assert not processes.runs_optional
-    assert processes.killed(probe.id) and not processes.killed(step.id)
+    assert not processes.runs_idle_only
+    assert processes.killed(probe.id) and not processes.killed(step.id) and not processes.killed(urgent.id)
+    processes.kill_optional(urgent.id)  # its help came too late
+    assert running.result(urgent.id).returncode == -signal.SIGTERM
     assert list(processes.step_pids()) == [step.id]
 
 
