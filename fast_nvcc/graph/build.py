@@ -35,6 +35,7 @@ def build_dag(
     split_host: bool | Callable[[Step], bool] = False,
     early_stub: bool | Callable[[Step], bool] = True,
     probe_stubs: bool = True,
+    urgent_probes: bool = True,
     learned_stubs: bool = True,
     workdir: str | None = None,
     exists=os.path.exists,
@@ -47,7 +48,8 @@ def build_dag(
     others start once nvcc's is written), with private files under ``workdir``;
     ``split_host`` lets the host compile start before fatbinary (:func:`split_host_compiles`;
     a predicate: which host compiles), ``early_stub`` lets it start from another cicc's stub,
-    ``probe_stubs`` adds the optional stub probes of :func:`early_stubs`, and ``learned_stubs``
+    ``probe_stubs`` adds the optional stub probes of :func:`early_stubs` (``urgent_probes``: a
+    split compile's asks for a slot as a real step does), and ``learned_stubs``
     its learned stubs (the stub the last compile's cicc wrote, :mod:`fast_nvcc.guess.learned_stub`).
     """
     tasks = [task_for(i, step, shell=shell) for i, step in enumerate(plan.steps)]
@@ -82,8 +84,8 @@ def build_dag(
         dag = check_module_ids(dag, workdir=workdir or "/tmp", guess=_predicate(speculate))
     if split_host and not problems:
         dag = split_host_compiles(dag, plan.paths_by_key(), workdir=workdir or "/tmp", which=_predicate(split_host))
-        dag = early_stubs(dag, workdir=workdir or "/tmp", probe=probe_stubs, others=_predicate(early_stub),
-                          learned=learned_stubs)  # fmt: skip
+        dag = early_stubs(dag, workdir=workdir or "/tmp", probe=probe_stubs, urgent=urgent_probes,
+                          others=_predicate(early_stub), learned=learned_stubs)  # fmt: skip
     return dag
 
 

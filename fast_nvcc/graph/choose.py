@@ -41,6 +41,7 @@ def choose_dag(
     dag = build_dag(plan, shell=shell, speculate=not faithful and guesses.guess_module_id,
                     split_host=split and guesses.split_host, early_stub=guesses.early_stub,
                     probe_stubs=env.get("FAST_NVCC_STUB_PROBE", "1") != "0",
+                    urgent_probes=env.get("FAST_NVCC_STUB_PROBE", "1") != "idle",
                     learned_stubs=env.get("FAST_NVCC_LEARNED_STUB", "1") != "0", workdir=workdir)  # fmt: skip
     if dag.problems:
         for problem in dag.problems:

@@ -93,8 +93,8 @@ def split_host_compiles(
 
 
 def early_stubs(
-    dag: Dag, *, workdir: str, probe: bool = True, others: Callable[[Step], bool] = lambda step: True,
-    learned: bool = True,
+    dag: Dag, *, workdir: str, probe: bool = True, urgent: bool = True,
+    others: Callable[[Step], bool] = lambda step: True, learned: bool = True,
 ) -> Dag:
     """Start each split host compile's cc1plus after whichever cicc ends first, not the last.
 
@@ -117,10 +117,12 @@ def early_stubs(
     whole cicc's 9.6 s, the same bytes).  The probe is optional (:attr:`Task.optional`): it
     starts only on a slot nothing else wants, and is dropped as soon as it would delay
     anything or its front has started anyway.  Where the last cicc is a split step
-    (``--split-compile``: the user named it a long pole), the probe is *urgent*: it waits its
-    turn for a slot as a real step would, so that on a machine with no idle core the host
-    compile still runs beside the long cicc rather than after it (TE's ``gelu_grouped.cu``:
-    a 94 s cc1plus that started when its 335 s cicc ended, docs/benchmarks.md).
+    (``--split-compile``: the user named it a long pole) and ``urgent``, the probe is *urgent*:
+    it waits its turn for a slot as a real step would, so that on a machine with no idle core
+    the host compile still runs beside the long cicc rather than after it (TE's
+    ``gelu_grouped.cu``: a 94 s cc1plus that started when its 335 s cicc ended).  Its price is
+    a second front end: about 1 s for TE's, 41 s of a 64 s cicc for CUTLASS's example 55 at
+    sm_90a (docs/benchmarks.md).
 
     With ``learned``, a *learned stub* task joins the group too, also where the compile has one
     cicc: it waits for cudafe++ and the last cicc's input only, and writes the stub the last
@@ -162,7 +164,8 @@ def early_stubs(
             # Right after the last cicc's own: what that cicc wrote last time, for the same input.
             seeds = (seeds[0], (learned_id, learned_argv[-1])) + seeds[1:]
         if probe_argv is not None:
-            probe_id = _add_stub_probe(tasks, preds, succs, last=last, argv=probe_argv)
+            probe_id = _add_stub_probe(tasks, preds, succs, last=last, argv=probe_argv,
+                                       urgent=urgent and split_threads(last.argv) is not None)  # fmt: skip
             # The probe's stub is the last cicc's own: the front takes it before any other.
             seeds = ((probe_id, stub_path(probe_argv)),) + seeds
         stub = (stub_path(last.argv), private, seeds)
@@ -214,12 +217,12 @@ def _write_stub_privately(tasks: list[Task], last: Task, private: str) -> None:
 
 
 def _add_stub_probe(tasks: list[Task], preds: list[set[int]], succs: list[set[int]], *, last: Task,
-                    argv: tuple[str, ...]) -> int:  # fmt: skip
+                    argv: tuple[str, ...], urgent: bool) -> int:  # fmt: skip
     """The stub probe of ``last`` as a new optional task, waiting for what ``last`` waits for."""
     # It reads what the last cicc reads: nvcc's module_id too, unless that one guesses.
     early = None if last.early is None else (last.early[0], last.early[1], None)
     probe = Task(id=len(tasks), step=last.step, action=Action.STUB_PROBE, argv=argv, reads=last.reads,
-                 optional=True, urgent=split_threads(last.argv) is not None, early=early)  # fmt: skip
+                 optional=True, urgent=urgent, early=early)  # fmt: skip
     tasks.append(probe)
     preds.append(set(preds[last.id]))
     succs.append(set())

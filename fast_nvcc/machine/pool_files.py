@@ -156,7 +156,8 @@ class RequestBoard:
         self._since = 0  # when this process began to wait, for the rank's third key
 
     def rank_name(self, priority: float, *, first: bool) -> str:
-        """The rank of a request for a compile's ``first`` step or an extra one."""
+        """The rank of a request for a compile's ``first`` step (or a split step's core,
+        :class:`fast_nvcc.machine.slots.Ask`) or an extra one."""
         key = 0 if first else 1
         inverse = max(0, _PRIORITY_SPAN - int(max(0.0, priority) * 1000))
         return f"r{key}-{inverse:012d}-{self._since:016d}-{os.getpid()}"
@@ -195,7 +196,7 @@ class RequestBoard:
         )
 
     def first_steps_waiting(self) -> bool:
-        """Does a compile wait for its first step?"""
+        """Does a compile wait for its first step (or a split step for a core: both rank ``r0``)?"""
         return bool(live(self.directory, "r0-"))
 
 

@@ -169,9 +169,9 @@ class PoolSlots(Slots):
       running split step that wants another core (:class:`Ask`), before one that wants an extra
       step; then the longer remaining path through its own compile (learned costs, or per-tool
       defaults); then the earlier request.  A process takes a free slot only when fewer live
-      requests rank ahead of it than there are free slots.  So rule 1 yields to a split step
-      whose path is longer than the waiting compile's: that compile has slack, the split step
-      is the build's tail (docs/scheduling.md).
+      requests rank ahead of it than there are free slots.  With FAST_NVCC_SPLIT_EARLY=1, rule 1
+      yields to a split step whose path is longer than the waiting compile's: that compile has
+      slack, the split step is the build's tail (docs/scheduling.md; not the default yet).
     * **While the build tool holds compiles back, the compile nearest its end finishes first.**
       When ninja (or make without a jobserver) runs as many jobs as its ``-j`` allows, it starts
       no further compile until one ends.  Then the DRAIN_COMPILES compiles with the least work
@@ -189,9 +189,13 @@ class PoolSlots(Slots):
     DRAIN_SHARE = 5  # those compiles may run size // DRAIN_SHARE steps over the pool in all
     NEAREST_RECHECK = 0.1  # seconds: who is nearest its end is a listing and a few locks
 
-    def __init__(self, directory: str, size: int, *, saturated: Callable[[], bool] | None = None) -> None:
+    def __init__(self, directory: str, size: int, *, saturated: Callable[[], bool] | None = None,
+                 poles: bool = False) -> None:  # fmt: skip
         super().__init__()
         self.directory = directory
+        # Split steps' cores rank beside first steps (Ask.POLE; FAST_NVCC_SPLIT_EARLY=1): not by
+        # default until a many-core build measures it (docs/scheduling.md).
+        self.poles = poles
         self.marks = os.path.join(directory, "marks")
         self.size = max(1, size)
         # At most a fifth more commands than cores: 3 on 16 cores, none below 5 cores, where a
@@ -254,7 +258,7 @@ class PoolSlots(Slots):
         if not self._saturated():
             return False
         if self.board.first_steps_waiting():
-            return False  # a compile waits for its first step: it goes first (rule 1)
+            return False  # a compile waits for its first step, or a split step for a core: it goes first
         # A fifth of the pool for the whole machine, not for each compile: as "nearest its end"
         # passes from compile to compile, drains of a fifth each crowded the cores, each cicc
         # slower (docs/benchmarks.md).
@@ -267,7 +271,7 @@ class PoolSlots(Slots):
         split step on a long path, or an extra step."""
         if self._first():
             return Ask.FIRST
-        if pole and not self.competes():
+        if pole and self.poles and not self.competes():
             return Ask.POLE
         return Ask.EXTRA
 
@@ -358,9 +362,10 @@ class Ask(enum.Enum):
     """What a compile asks the pool for, which sets the first key of its rank."""
 
     FIRST = "first"  # its first step: rule 1, before any extra step
-    # One more core for a running split step (fast_nvcc.run.core_grants): ranked among the first
-    # steps by remaining path, so that a long pole's split threads get the cores that compiles
-    # with shorter paths (slack) would take, rather than wait for the build's tail.
+    # One more core for a running split step (fast_nvcc.run.core_grants), under
+    # FAST_NVCC_SPLIT_EARLY=1: ranked among the first steps by remaining path, so that a long
+    # pole's split threads get the cores that compiles with shorter paths (slack) would take,
+    # rather than wait for the build's tail.  (Otherwise it asks as an extra step.)
     POLE = "pole"
     EXTRA = "extra"  # any other step of a compile that runs one
 
@@ -415,7 +420,8 @@ def slots_from_environment(env: Mapping[str, str], *, pool_size: int) -> Slots:
         return Slots()
     size = env.get("FAST_NVCC_POOL_SIZE", "")
     try:
-        return PoolSlots(pool_directory(env), int(size) if size.isdigit() and int(size) > 0 else pool_size)
+        return PoolSlots(pool_directory(env), int(size) if size.isdigit() and int(size) > 0 else pool_size,
+                         poles=env.get("FAST_NVCC_SPLIT_EARLY", "0") == "1")
     except OSError as exc:
         unshared = Slots()
         unshared.description = f"no shared slots (pool directory unusable: {exc.strerror or exc})"

@@ -9,7 +9,7 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   affinity), so that N threads do not crowd out the other compiles' steps early in a build.
 * **The grant widens while its threads want cores**, one core per free slot: each extra core is
   one more shared slot (:mod:`.admission`), asked for at the step's rank (its compile's remaining
-  path from it), which the pool ranks beside compiles' first steps
+  path from it); with FAST_NVCC_SPLIT_EARLY=1 the pool ranks it beside compiles' first steps
   (:class:`fast_nvcc.machine.slots.Ask`): a free slot goes to the split step on a long path
   before a compile with a shorter one starts, so the build's longest pole gets its cores while
   other compiles still arrive, not in the tail.  A split step's threads are not all busy all the time: cicc runs its front end

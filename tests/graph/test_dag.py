@@ -294,6 +294,11 @@ def test_the_stub_probe_of_a_split_compile_waits_its_turn_as_a_real_step():
     (probe,) = [t for t in dag.tasks if t.action is Action.STUB_PROBE]
     assert probe.optional and probe.urgent and not probe.idle_only
     assert "-split-compile" in probe.argv  # the front end ignores it; the command is the cicc's
+    # FAST_NVCC_STUB_PROBE=idle: on idle cores only, as for an unsplit compile.
+    idle = build_dag(parse_plan(split, env={}, cwd=header["cwd"]), speculate=True, split_host=True, workdir="/w",
+                     exists=exists, urgent_probes=False)  # fmt: skip
+    (probe,) = [t for t in idle.tasks if t.action is Action.STUB_PROBE]
+    assert probe.idle_only
 
 
 @pytest.mark.parametrize("flag", ["-g", "-ggdb3", "-flto", "-save-temps", "-pipe", "-fdump-tree-all"])

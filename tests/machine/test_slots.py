@@ -129,8 +129,11 @@ def test_pool_slots_are_exclusive_and_die_with_their_holder(tmp_path):
 
 def test_environment_picks_the_pool_without_a_jobserver(tmp_path):
     slots = slots_from_environment({"FAST_NVCC_POOL_DIR": str(tmp_path), "FAST_NVCC_POOL_SIZE": "3"}, pool_size=8)
-    assert isinstance(slots, PoolSlots) and slots.size == 3
+    assert isinstance(slots, PoolSlots) and slots.size == 3 and not slots.poles
     slots.close()
+    early = slots_from_environment({"FAST_NVCC_POOL_DIR": str(tmp_path), "FAST_NVCC_SPLIT_EARLY": "1"}, pool_size=8)
+    assert isinstance(early, PoolSlots) and early.poles
+    early.close()
 
 
 WAITER = """
@@ -139,7 +142,7 @@ sys.path.insert(0, {root!r})
 from fast_nvcc.machine.slots import PoolSlots
 name, priority, extra, hold = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 pole = sys.argv[5] == "1"
-pool = PoolSlots({pool!r}, {size}, saturated=(lambda: True) if pole else None)
+pool = PoolSlots({pool!r}, {size}, saturated=(lambda: True) if pole else None, poles=pole)
 for _ in range(extra):  # slots this process already runs steps on
     while not pool.try_acquire(0.0):
         time.sleep(0.01)
@@ -211,7 +214,7 @@ def test_a_split_steps_core_yields_by_rank_alone(tmp_path):
     """A split step's extra core goes back (``claimed``) when a first step on a longer path
     waits, not for one on a shorter path, and not because first steps run over the pool."""
     pool = str(tmp_path / "pool")
-    split = PoolSlots(pool, 4, saturated=lambda: True)
+    split = PoolSlots(pool, 4, saturated=lambda: True, poles=True)
     other = PoolSlots(pool, 4, saturated=lambda: True)
     assert split.try_acquire(0.0) and split.try_acquire(20.0, pole=True)
     assert other.try_acquire(5.0) and other.try_acquire(5.0)  # an extra step: the pool is full
@@ -241,14 +244,15 @@ def test_a_split_step_widens_past_a_first_step_with_slack_and_not_past_a_longer_
     """fast_nvcc.run.core_grants asks the pool as a split step: a running split step on a 20 s
     path whose threads want four cores, on a full pool of three, and a compile waiting for its
     first step.  When a slot comes free, the split step takes it if the waiting compile's path
-    is 5 s; on a 50 s path, the compile gets it."""
+    is 5 s; on a 50 s path, the compile gets it.  Without FAST_NVCC_SPLIT_EARLY (``poles``), any
+    first step goes before the split step's core, as before."""
     from fast_nvcc.run.admission import Admission
     from fast_nvcc.run.core_grants import Grants
 
     pool = str(tmp_path / "pool")
-    for waiting, widened in ((5.0, True), (50.0, False)):
+    for waiting, poles, widened in ((5.0, True, True), (50.0, True, False), (5.0, False, False)):
         (tmp_path / "order").unlink(missing_ok=True)
-        slots = PoolSlots(pool, 3, saturated=lambda: True)
+        slots = PoolSlots(pool, 3, saturated=lambda: True, poles=poles)
         admission = Admission(jobs=8, slots=slots, memory=None)
         assert slots.try_acquire(20.0)  # the split step's own slot, as the runner took it
         admission._commands = 1
