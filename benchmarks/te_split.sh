@@ -8,13 +8,15 @@
 #   3. multi_tensor/adam.cu: nvcc --split-compile 16 and fast_nvcc --split 16 (identical objects);
 #   4. the whole library (78 objects), one step per call (each takes 6-8 minutes on 16 cores):
 #      full-nvcc, full-t0 (nvcc --threads = cores), full-sccache (sccache -t0, nothing cached),
-#      full-split (FULL_SPLIT_SOURCES: the seven long sources), full-fast (exact
+#      full-split (FULL_SPLIT_SOURCES: the seven long sources), full-split-early (the same with
+#      FAST_NVCC_SPLIT_EARLY=1: split steps' cores rank beside first steps), full-fast (exact
 #      mode, -j18), full-2x (exact mode, -j 2 x cores), full-wide (exact mode, -j64: every
 #      compile visible at once). They share one work directory, so that their objects compare
 #      (a module_id's hash follows the directory): run them in calls that follow each other
 #      within the device's 30 idle seconds. Each step's FAST_NVCC_LOG is kept in logs-STEP/.
 #   5. the seven long sources alone (a build where every compile is long): seven-split
-#      (fast_nvcc --split 16, first build, then learned), seven-nvcc (plain nvcc), seven-nvcc-split
+#      (fast_nvcc --split 16, first build, then learned), seven-split-early (FAST_NVCC_SPLIT_EARLY=1,
+#      first build), seven-nvcc (plain nvcc), seven-nvcc-split
 #      (nvcc --split-compile 16, the split objects' reference).
 # The whole series outlasts one device call (10 minutes): run some STEPS per call in the
 # foreground (`sh benchmarks/te_split.sh $OUT "subset-split subset-nvcc"`, about 8 minutes), or
@@ -65,11 +67,13 @@ for step in $steps; do
         cast-nvcc) run "$step" cast --variants nvcc --sources cast/cast_grouped.cu ;;
         adam) run "$step" adam --variants nvcc-split,fast_nvcc-split --sources multi_tensor/adam.cu ;;
         seven-split) run "$step" seven --variants fast_nvcc-split,fast_nvcc-split-learned --split-sources "$full_split_sources" --sources $seven ;;
+        seven-split-early) run "$step" seven --variants fast_nvcc-split-early --split-sources "$full_split_sources" --sources $seven ;;
         seven-nvcc) run "$step" seven --variants nvcc --sources $seven ;;
         seven-nvcc-split) run "$step" seven --variants nvcc-split --split-sources "$full_split_sources" --sources $seven ;;
         quick) run "$step" quick --variants nvcc-split,fast_nvcc-split --sources util/padding.cu ;;
         full-nvcc) run "$step" full --variants nvcc --sources '*' ;;
         full-split) run "$step" full --variants fast_nvcc-split --split-sources "$full_split_sources" --sources '*' ;;
+        full-split-early) run "$step" full --variants fast_nvcc-split-early --split-sources "$full_split_sources" --sources '*' ;;
         full-fast) run "$step" full --variants fast_nvcc-cold --sources '*' ;;
         full-t0) run "$step" full --variants nvcc-t0 --sources '*' ;;
         full-sccache) run "$step" full --variants sccache-t0 --sources '*' ;;
