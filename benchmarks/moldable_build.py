@@ -46,7 +46,7 @@ from common import (
     read_log,
     today,
     tool_versions,
-    write_json,  # fmt: skip
+    write_json,
 )
 from cutlass_build import analyze_log
 

@@ -48,7 +48,8 @@ class Slots:
     def try_acquire(self, priority: float = 0.0, *, pole: bool = False) -> bool:
         """One more slot for a step whose remaining path through its compile is ``priority``
         seconds; False: not now (ask again).  ``pole``: a core for a running split step
-        (fast_nvcc.run.core_grants), which the pool ranks beside compiles' first steps."""
+        (fast_nvcc.run.core_grants), which the pool may rank beside compiles' first steps
+        (:class:`Ask`)."""
         self.held += 1
         return True
 
@@ -165,13 +166,14 @@ class PoolSlots(Slots):
     * **A free slot goes to the best-ranked waiter of the whole machine.**  A process that wants
       a slot posts a request whose file *name* is its rank, so one directory listing sorts every
       waiter, and holds an ``flock`` on it, so the request of a dead process is seen as such (and
-      removed) by the next reader.  The rank, best first: a compile that runs nothing, or a
-      running split step that wants another core (:class:`Ask`), before one that wants an extra
-      step; then the longer remaining path through its own compile (learned costs, or per-tool
-      defaults); then the earlier request.  A process takes a free slot only when fewer live
-      requests rank ahead of it than there are free slots.  With FAST_NVCC_SPLIT_EARLY=1, rule 1
-      yields to a split step whose path is longer than the waiting compile's: that compile has
-      slack, the split step is the build's tail (docs/scheduling.md; not the default yet).
+      removed) by the next reader.  The rank, best first: a compile that runs nothing (or,
+      with FAST_NVCC_SPLIT_EARLY=1, a running split step that wants another core: :class:`Ask`)
+      before one that wants an extra step; then the longer remaining path through its own
+      compile (learned costs, or per-tool defaults); then the earlier request.  A process takes
+      a free slot only when fewer live requests rank ahead of it than there are free slots.  So
+      with that setting rule 1 yields to a split step whose path is longer than the waiting
+      compile's: that compile has slack, the split step is the build's tail (docs/scheduling.md;
+      not the default yet).
     * **While the build tool holds compiles back, the compile nearest its end finishes first.**
       When ninja (or make without a jobserver) runs as many jobs as its ``-j`` allows, it starts
       no further compile until one ends.  Then the DRAIN_COMPILES compiles with the least work

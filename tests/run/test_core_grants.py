@@ -354,16 +354,22 @@ def _cicc_affinities(proc: subprocess.Popen, *, on_one_core) -> list[frozenset[i
     return seen
 
 
+def _split_reference(nvcc: str, tmp_path: Path, source: str, args: list[str]):
+    """Plain nvcc's outputs for ``args`` on ``source`` (kernels.cu), its output file removed again."""
+    require_option(nvcc, "--split-compile")
+    (tmp_path / "kernels.cu").write_text(source)
+    plain = run_tool([nvcc, *args], cwd=tmp_path, tmpdir=tmp_path / "t")
+    assert plain.returncode == 0, plain.stderr.decode()
+    (tmp_path / args[args.index("-o") + 1]).unlink()
+    return plain
+
+
 @pytest.mark.nvcc
 def test_a_split_cicc_is_held_to_its_granted_core_then_widened_and_its_ptx_is_nvccs(nvcc, tmp_path):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU")
-    require_option(nvcc, "--split-compile")
-    (tmp_path / "kernels.cu").write_text(KERNELS)
     args = ["-ptx", "kernels.cu", "-o", "kernels.ptx", "-arch=sm_90", "--split-compile", "2"]
-    plain = run_tool([nvcc, *args], cwd=tmp_path, tmpdir=tmp_path / "t")
-    assert plain.returncode == 0, plain.stderr.decode()
-    (tmp_path / "kernels.ptx").unlink()
+    plain = _split_reference(nvcc, tmp_path, KERNELS, args)
 
     # A pool of two slots, one of them held by "another compile" (this test): the compile gets
     # one core until the test gives its slot back.
@@ -451,12 +457,8 @@ def test_a_split_compiles_stub_probe_waits_its_turn_and_its_host_compile_runs_be
     idle cores would be dropped and the host compile would wait for cicc's end.  The split
     compile's probe asks by its rank instead: it runs, cc1plus starts on its stub while cicc
     still runs, and the object is nvcc's with --split-compile 2."""
-    require_option(nvcc, "--split-compile")
-    (tmp_path / "kernels.cu").write_text(SPLIT_KERNELS)
     args = ["-c", "kernels.cu", "-o", "kernels.o", "-arch=sm_90", "--split-compile", "2"]
-    plain = run_tool([nvcc, *args], cwd=tmp_path, tmpdir=tmp_path / "t")
-    assert plain.returncode == 0, plain.stderr.decode()
-    (tmp_path / "kernels.o").unlink()
+    plain = _split_reference(nvcc, tmp_path, SPLIT_KERNELS, args)
     pool = tmp_path / "pool"
     pool.mkdir()
     other = SlotLocks(str(pool), 4)
