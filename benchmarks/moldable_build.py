@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from common import (
     write_json,
 )
 from cutlass_build import analyze_log
+from peers import cpu_of_children
 
 # Each kernel is a chain of ``mix<K>`` calls of its own (no instantiation shared with another
 # kernel), so that --split-compile shares the kernels out: 16 such kernels of depth 3 took
@@ -97,14 +97,14 @@ def build(directory: Path, *, jobs: int, env: dict[str, str]) -> tuple[float, fl
     """Wall and cpu seconds of one clean build (ninja's children, fast_nvcc's steps included)."""
     for obj in directory.glob("*.o"):
         obj.unlink()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(["ninja", "-j", str(jobs)], cwd=directory, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with cpu_of_children() as cpu:
+        start = time.perf_counter()
+        proc = subprocess.run(["ninja", "-j", str(jobs)], cwd=directory, env=env, capture_output=True, text=True,
+                              check=False)  # fmt: skip
+        wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"the build failed in {directory}:\n{proc.stdout[-3000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu()
 
 
 def split_cores(records: list[dict]) -> str:

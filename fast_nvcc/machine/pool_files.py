@@ -196,7 +196,8 @@ class RequestBoard:
         )
 
     def first_steps_waiting(self) -> bool:
-        """Does a compile wait for its first step (or a split step for a core: both rank ``r0``)?"""
+        """Does a compile wait for its first step (or, under FAST_NVCC_SPLIT_EARLY=1, a split
+        step for a core: both rank ``r0``)?"""
         return bool(live(self.directory, "r0-"))
 
 

@@ -312,14 +312,13 @@ class PoolSlots(Slots):
         return Claim.make(os.path.join(self.marks, f"{what}-{os.getpid()}-{next(_SERIALS)}"))
 
     def outranked(self, priority: float) -> bool:
-        if self._waits_before(priority):
+        if self._waits_before(priority, self._ask(pole=False)):
             return True
         return bool(live(self.marks, "over-"))  # the pool is over its size: no extra step
 
-    def _waits_before(self, priority: float, *, pole: bool = False) -> bool:
-        """Is another compile's request on the board ranked before one of ``priority``?"""
-        first = self._ask(pole) is not Ask.EXTRA
-        return self.board.others_before(self.board.rank_name(priority, first=first))
+    def _waits_before(self, priority: float, ask: Ask) -> bool:
+        """Is another compile's request on the board ranked before ``ask`` at ``priority``?"""
+        return self.board.others_before(self.board.rank_name(priority, first=ask is not Ask.EXTRA))
 
     def claimed(self, priority: float, *, pole: bool = False) -> bool:
         """As outranked, except that a step which started over the pool's size (while it was
@@ -327,9 +326,10 @@ class PoolSlots(Slots):
         nobody runs beyond the size any more.  Counted as over for all their time, such steps
         kept every split step near one core while cores were idle (docs/benchmarks.md).  A
         ``pole``'s core yields by rank alone: the steps over the pool end by themselves."""
-        if self._waits_before(priority, pole=pole):
+        ask = self._ask(pole)
+        if self._waits_before(priority, ask):
             return True
-        if pole and self._ask(pole) is Ask.POLE:
+        if ask is Ask.POLE:
             return False
         over = len(live(self.marks, "over-"))
         if not over:

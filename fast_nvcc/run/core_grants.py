@@ -12,8 +12,8 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   path from it); with FAST_NVCC_SPLIT_EARLY=1 the pool ranks it beside compiles' first steps
   (:class:`fast_nvcc.machine.slots.Ask`): a free slot goes to the split step on a long path
   before a compile with a shorter one starts, so the build's longest pole gets its cores while
-  other compiles still arrive, not in the tail.  A split step's threads are not all busy all the time: cicc runs its front end
-  in one thread and only then optimizes in N, so a grant follows the threads that run or wait
+  other compiles still arrive, not in the tail.  A split step's threads are not all busy all
+  the time: cicc runs its front end in one thread and only then optimizes in N, so a grant follows the threads that run or wait
   for a core (:func:`runnable_threads`): when compiles end and slots fall idle, the long poles
   of the build get them first, up to N, while they can use them.
 * **Cores follow use**: cores beyond the step's runnable threads, three looks in a row

@@ -299,15 +299,14 @@ def _optional_last(dag: Dag, priorities: Sequence[float],
     ranks below everything (it only uses idle cores) unless it is urgent: then just before the
     step it stands in for (a stub probe before its cicc: the probe is that cicc's front end
     alone, and lets the host compile run beside the cicc)."""
-    original = list(priorities)
     priorities, work = list(priorities), None if work is None else list(work)
     for task in dag.tasks:
         if task.optional:
             if task.idle_only:
                 priorities[task.id] = 0.0
-            else:
-                peers = [original[t.id] for t in dag.tasks if t.step is task.step and not t.optional]
-                priorities[task.id] = max([original[task.id], *peers]) + 0.001
+            else:  # (only optional tasks change here: their peers' ranks are as given)
+                peers = [priorities[t.id] for t in dag.tasks if t.step is task.step and not t.optional]
+                priorities[task.id] = max([priorities[task.id], *peers]) + 0.001
             if work is not None:
                 work[task.id] = 0.0
     return priorities, work
