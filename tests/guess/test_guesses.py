@@ -255,10 +255,17 @@ def test_a_host_split_that_failed_is_not_tried_again_for_that_source(nvcc, tmp_p
         major, minor = nvcc_version(nvcc)
         pytest.skip(f"nvcc {major}.{minor}'s sm_90 cicc writes the module_id that cudafe++ and the host"
                     " compile wait for: the host compile starts from its final stub, the split holds")  # fmt: skip
-    # Without the stub probe the host compile starts from the first stub there is: sm_80's.
+    # Without the stub probe the host compile starts from the first stub there is: sm_80's,
+    # nearly always.  Once in CI (2026-11-27) sm_90's own stub was there first and the split
+    # held: then the case under test did not happen, and a first build from scratch runs again.
     env = {"FAST_NVCC_STUB_PROBE": "0"}
-    first, steps = _compile(nvcc, tmp_path, "stubs.cu", "first.o", tmp_path / "first.jsonl", env)
-    host = [s for s in steps if s["kind"] == "host-compile" and s["tool"] != "learned stub"]
+    for _ in range(3):
+        shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+        (tmp_path / "first.jsonl").unlink(missing_ok=True)
+        first, steps = _compile(nvcc, tmp_path, "stubs.cu", "first.o", tmp_path / "first.jsonl", env)
+        host = [s for s in steps if s["kind"] == "host-compile" and s["tool"] != "learned stub"]
+        if host[-1]["tool"] != "as":
+            break
     assert [s["tool"] for s in host] == ["cc1plus", "gcc -c"]  # the front, and the back's whole compile
     assert host[1]["guess_failed"] == "its stub differs from the one it started from"
     assert b"host compile run as printed: its stub differs" in first.stderr
