@@ -18,9 +18,12 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   of the build get them first, up to N, while they can use them.
 * **Cores follow use**: cores beyond the step's runnable threads, three looks in a row
   (:func:`idle`), go back at once, so that no ready step waits for a core nothing runs on.
-* **It narrows again**, one core at a time, when a step of its own compile waits for a slot, or
-  when the pool has a better-ranked waiter (a compile's first step on a longer path, or any
-  step on a longer path once compiles compete by rank).
+* **It narrows again**, one core at a time, when a step of its own compile on as long a path
+  waits for a slot, or when the pool has a better-ranked waiter (a compile's first step on a
+  longer path, or any step on a longer path once compiles compete by rank).  A step of its own
+  compile on a shorter path (a host compile beside the cicc of the build's longest compile)
+  waits for its slot by rank, as any other compile's step does (docs/benchmarks.md: ours
+  waiting).
 * **Under make's jobserver**, which ranks no one and starts no job without a token, the extra
   cores' tokens all go back every two seconds (make, blocked on the token pipe, gets those it
   waits for), and are taken again at the next poll.
@@ -100,23 +103,26 @@ def idle(grants: Iterable[Grant]) -> list[tuple[Grant, int]]:
     return [(g, g.width - g.want) for g in grants if g.width > g.want and g.idle_looks >= IDLE_LOOKS]
 
 
-def narrowing(grants: Iterable[Grant], *, ours_waiting: bool, outranked: Callable[[float], bool]) -> Grant | None:
+def narrowing(grants: Iterable[Grant], *, ours_waiting: float | None,
+              outranked: Callable[[float], bool]) -> Grant | None:  # fmt: skip
     """The widened step to give a core back now, if any: the one of lowest rank (then the
-    widest), when a step of this run waits for a slot, or when the pool has a waiter ranked
-    before that step's remaining path."""
+    widest), when a step of this run ranked ``ours_waiting`` (None: none) waits for a slot and
+    that step's remaining path is no longer, or when the pool has a waiter ranked before it."""
     widened = [g for g in grants if g.width > 1]
     if not widened:
         return None
     lowest = min(widened, key=lambda g: (g.priority, -g.width, g.task_id))
-    if ours_waiting or outranked(lowest.priority):
+    if (ours_waiting is not None and ours_waiting >= lowest.priority) or outranked(lowest.priority):
         return lowest
     return None
 
 
-def widening_order(grants: Iterable[Grant]) -> list[Grant]:
+def widening_order(grants: Iterable[Grant], *, ours_waiting: float | None = None) -> list[Grant]:
     """The steps whose threads want another core, in the order they ask for one: the longest
-    remaining path first, then the narrowest."""
-    return sorted((g for g in grants if g.width < g.want), key=lambda g: (-g.priority, g.width, g.task_id))
+    remaining path first, then the narrowest; none ranked at or below a step of this run that
+    waits for a slot (``ours_waiting``, its rank)."""
+    wanting = (g for g in grants if g.width < g.want and (ours_waiting is None or g.priority > ours_waiting))
+    return sorted(wanting, key=lambda g: (-g.priority, g.width, g.task_id))
 
 
 class Grants:
@@ -167,11 +173,12 @@ class Grants:
         self._drop_core(grant)
         return grant
 
-    def poll(self, *, ours_waiting: bool, priority_of: Callable[[int], float],
+    def poll(self, *, ours_waiting: float | None, priority_of: Callable[[int], float],
              runnable_of: Callable[[int], int | None] | None = None) -> None:  # fmt: skip
         """Once per turn of the run's loop: give idle cores back, and one more core if asked
-        to, or take the free ones the threads want.  ``runnable_of``: a step's runnable threads
-        (:func:`runnable_threads`); without it every step wants all its threads."""
+        to, or take the free ones the threads want.  ``ours_waiting``: the rank of this run's
+        best step that waits for a shared slot (None: none waits).  ``runnable_of``: a step's
+        runnable threads (:func:`runnable_threads`); without it every step wants all its threads."""
         if not self._running:
             return
         for grant in self._running.values():
@@ -201,8 +208,8 @@ class Grants:
             self._drop_core(give_back)
             self.admission.narrow()
             changed.append(give_back)
-        elif not ours_waiting:
-            for grant in widening_order(self._running.values()):
+        else:
+            for grant in widening_order(self._running.values(), ours_waiting=ours_waiting):
                 while grant.width < grant.want and self.admission.widen(grant.priority):
                     self._add_core(grant)
                     if grant not in changed:

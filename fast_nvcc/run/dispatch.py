@@ -60,6 +60,7 @@ class Turn:
     dropped: list[int] = field(default_factory=list)  # optional tasks refused room
     discarded: list[int] = field(default_factory=list)  # tasks after the failure
     waits: bool = False  # a task waits for room, -j's included
+    waiter: int | None = None  # ... the first of them (the best ranked)
     blocked: bool = False  # ... for a shared slot, memory or a capacity (not only -j)
 
 
@@ -72,13 +73,14 @@ def dispatch(ready: Sequence[Ready], offer: Offer, *, failed: tuple[int, int, in
             turn.discarded.append(task.task_id)
         elif offer.at_capacity(task.task_id):
             turn.waits = turn.blocked = True
+            turn.waiter = task.task_id
             return turn
         elif offer.take(task.task_id, short=task.short):
             turn.start.append(task.task_id)
         elif task.optional:
             turn.dropped.append(task.task_id)
         else:
-            turn.waits, turn.blocked = True, offer.free
+            turn.waits, turn.blocked, turn.waiter = True, offer.free, task.task_id
             turn.start += _short_behind(ready[index + 1 :], offer, failed=failed)
             return turn
     return turn

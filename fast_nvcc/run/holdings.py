@@ -116,7 +116,10 @@ class Holdings:
         if self.grants and self.now() - self._grants_polled >= self.GRANTS_POLL:
             self._grants_polled = self.now()
             pids = self.processes.step_pids()
-            self.grants.poll(ours_waiting=turn.waits and self.admission.refused == "slot", priority_of=self.priority_of,
+            # A step of ours refused a shared slot takes a core back only from split steps it
+            # outranks: a host compile with slack does not hold the long pole's cicc to one core.
+            waiter = turn.waiter if self.admission.refused == "slot" else None
+            self.grants.poll(ours_waiting=None if waiter is None else self.priority_of(waiter), priority_of=self.priority_of,
                              runnable_of=lambda task_id: runnable_threads(pids[task_id]) if task_id in pids else None)  # fmt: skip
 
     def guard(self) -> PressureGuard | None:

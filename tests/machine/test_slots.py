@@ -262,12 +262,12 @@ def test_a_split_step_widens_past_a_first_step_with_slack_and_not_past_a_longer_
         grants = Grants(admission, pool_directory=str(tmp_path / "cores"), pin=lambda *_: None, cpus=range(4))
         grants.start(7, 4, 20.0)
         wait_for(lambda: requests_on_board(tmp_path) == 1)
-        grants.poll(ours_waiting=False, priority_of=lambda _: 20.0)  # full: its request waits too
+        grants.poll(ours_waiting=None, priority_of=lambda _: 20.0)  # full: its request waits too
         assert grants._running[7].width == 1 and requests_on_board(tmp_path) == 2
         others[0].close()
         if not widened:
             wait_for(lambda: (tmp_path / "order").exists())
-        grants.poll(ours_waiting=False, priority_of=lambda _: 20.0)
+        grants.poll(ours_waiting=None, priority_of=lambda _: 20.0)
         assert grants._running[7].width == (2 if widened else 1)
         grants.close()
         slots.close()

@@ -54,15 +54,19 @@ def test_a_widened_step_gives_a_core_back_when_its_own_compile_or_a_better_ranke
     long, short = Grant(1, 16, priority=300.0, cores=[0, 1, 2]), Grant(2, 16, priority=40.0, cores=[3, 4])
     narrow = Grant(3, 16, priority=10.0, cores=[5])
     never = lambda priority: False  # noqa: E731
-    assert narrowing([long, short, narrow], ours_waiting=False, outranked=never) is None
-    # A step of this compile waits: the lowest-ranked widened step gives one back, not the one
-    # on a single core.
-    assert narrowing([long, short, narrow], ours_waiting=True, outranked=never) is short
+    assert narrowing([long, short, narrow], ours_waiting=None, outranked=never) is None
+    # A step of this compile on as long a path waits: the lowest-ranked widened step gives one
+    # back, not the one on a single core.
+    assert narrowing([long, short, narrow], ours_waiting=40.0, outranked=never) is short
+    # One on a shorter path than every widened step waits its turn at the pool instead (a host
+    # compile beside the build's longest cicc).
+    assert narrowing([long, short, narrow], ours_waiting=39.0, outranked=never) is None
+    assert narrowing([long], ours_waiting=299.0, outranked=never) is None
     # A waiter of the machine ranked between the two: the lower one gives back.
-    assert narrowing([long, short], ours_waiting=False, outranked=lambda p: p < 100.0) is short
-    assert narrowing([long], ours_waiting=False, outranked=lambda p: p < 100.0) is None
+    assert narrowing([long, short], ours_waiting=None, outranked=lambda p: p < 100.0) is short
+    assert narrowing([long], ours_waiting=None, outranked=lambda p: p < 100.0) is None
     # Nothing widened: nothing to give back.
-    assert narrowing([narrow], ours_waiting=True, outranked=lambda p: True) is None
+    assert narrowing([narrow], ours_waiting=400.0, outranked=lambda p: True) is None
 
 
 def test_the_longest_remaining_path_asks_first_and_a_full_step_not_at_all():
@@ -71,6 +75,9 @@ def test_the_longest_remaining_path_asks_first_and_a_full_step_not_at_all():
     c = Grant(3, 2, priority=500.0, cores=[3, 4])  # has its two cores
     d = Grant(4, 8, priority=100.0, cores=[5, 6])  # a tie: the narrower one first
     assert widening_order([a, b, c, d]) == [b, a, d]
+    # A step of the same compile waits for a slot at 100 s: only the longer path still widens.
+    assert widening_order([a, b, c, d], ours_waiting=100.0) == [b]
+    assert widening_order([a, b, c, d], ours_waiting=300.0) == []
 
 
 def test_a_step_wants_a_core_per_runnable_thread_and_idle_cores_go_back_after_three_looks():
@@ -149,7 +156,7 @@ def test_free_slots_go_to_the_longest_path_up_to_its_threads_and_come_back_when_
     long, short = grants.start(1, 4, 200.0), grants.start(2, 8, 50.0)
     assert len(long) == 1 and len(short) == 1 and long != short  # a core each, not the same one
     priorities = {1: 200.0, 2: 50.0}
-    grants.poll(ours_waiting=False, priority_of=priorities.__getitem__)
+    grants.poll(ours_waiting=None, priority_of=priorities.__getitem__)
     # The long one takes three more (four threads), the short one the last free slot.
     assert len(pins[1]) == 4 and len(pins[2]) == 2
     assert not pins[1] & pins[2]
@@ -157,7 +164,7 @@ def test_free_slots_go_to_the_longest_path_up_to_its_threads_and_come_back_when_
     # The long one ends: its three extra slots go back, and the short one takes them.
     grants.end(1)
     assert slots.free == 3
-    grants.poll(ours_waiting=False, priority_of=priorities.__getitem__)
+    grants.poll(ours_waiting=None, priority_of=priorities.__getitem__)
     assert len(pins[2]) == 5 and slots.free == 0
     grants.close()
 
@@ -167,23 +174,41 @@ def test_a_step_of_its_own_compile_and_a_better_ranked_waiter_each_take_a_core_b
     admission, grants, pins = _grants(tmp_path, slots)
     _running(admission, 1)
     grants.start(1, 8, 100.0)
-    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0)
     assert len(pins[1]) == 3 and slots.free == 0
-    grants.poll(ours_waiting=True, priority_of=lambda _: 100.0)  # a ready step of ours waits
+    grants.poll(ours_waiting=100.0, priority_of=lambda _: 100.0)  # a ready step of ours waits
     assert len(pins[1]) == 2 and slots.free == 1
-    grants.poll(ours_waiting=True, priority_of=lambda _: 100.0)
+    grants.poll(ours_waiting=100.0, priority_of=lambda _: 100.0)
     assert len(pins[1]) == 1 and slots.free == 2
-    grants.poll(ours_waiting=True, priority_of=lambda _: 100.0)  # its own core stays
+    grants.poll(ours_waiting=100.0, priority_of=lambda _: 100.0)  # its own core stays
     assert len(pins[1]) == 1
     # No one of ours waits, but a waiter ranked at 150 s does: no widening past it.
     slots.waiter = 150.0
-    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0)
     assert len(pins[1]) == 1 and slots.free == 2
     slots.waiter = 0.0
-    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0)
     assert len(pins[1]) == 3
     grants.close()
     assert slots.free == 2  # its own step's slot is the runner's to give back
+
+
+def test_a_step_of_its_own_compile_on_a_shorter_path_does_not_hold_a_long_pole_to_one_core(tmp_path):
+    """TE's whole library, 2026-11-27: gelu_grouped.cu's host compile (beside its cicc, after
+    the stub probe) waited 210 s for a slot, and all that time its split cicc, the build's
+    longest step, kept one core: any waiting step of its compile stopped the widening."""
+    slots = FreeSlots(free=3)
+    admission, grants, pins = _grants(tmp_path, slots)
+    _running(admission, 1)
+    grants.start(1, 8, 300.0)  # the split cicc: its compile's longest remaining path
+    grants.poll(ours_waiting=40.0, priority_of=lambda _: 300.0)  # the host compile waits
+    assert len(pins[1]) == 3 and slots.free == 0  # widened past it
+    grants.poll(ours_waiting=40.0, priority_of=lambda _: 300.0)
+    assert len(pins[1]) == 3  # and keeps its cores
+    # A step of its compile on a longer path (ranks move as steps overrun) takes one back.
+    grants.poll(ours_waiting=350.0, priority_of=lambda _: 300.0)
+    assert len(pins[1]) == 2 and slots.free == 1
+    grants.close()
 
 
 def test_cores_follow_the_threads_that_run(tmp_path):
@@ -196,7 +221,7 @@ def test_cores_follow_the_threads_that_run(tmp_path):
     runnable = {1: 1}
 
     def poll() -> None:
-        grants.poll(ours_waiting=False, priority_of=lambda _: 100.0, runnable_of=runnable.get)
+        grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=runnable.get)
 
     poll()
     assert len(pins.get(1, first)) == 1 and slots.free == 5  # no core for a thread that does not run
@@ -255,7 +280,7 @@ def test_the_local_bound_limits_the_cores_a_run_takes(tmp_path):
     admission, grants, pins = _grants(tmp_path, slots, jobs=3)
     _running(admission, 1)
     grants.start(1, 8, 100.0)
-    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0)
     assert len(pins[1]) == 3  # -j3: the step and two more cores
     grants.close()
 
@@ -491,12 +516,12 @@ def test_under_a_jobserver_the_extra_tokens_go_back_every_few_seconds(tmp_path):
     admission, grants, pins = _grants(tmp_path, slots)
     _running(admission, 1)
     grants.start(1, 8, 100.0)
-    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0)
     assert len(pins[1]) == 3 and slots.free == 0
     grants._yielded -= grants.YIELD_SECONDS  # two seconds later
-    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0)
     assert len(pins[1]) == 1 and slots.free == 2  # all back at once
     slots.free -= 1  # make took one
-    grants.poll(ours_waiting=False, priority_of=lambda _: 100.0)
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0)
     assert len(pins[1]) == 2 and slots.free == 0  # the rest taken again
     grants.close()
