@@ -15,7 +15,8 @@
 #      (a module_id's hash follows the directory): run them in calls that follow each other
 #      within the device's 30 idle seconds. Each step's FAST_NVCC_LOG is kept in logs-STEP/.
 #   5. the seven long sources alone (a build where every compile is long): seven-split
-#      (fast_nvcc --split 16, first build, then learned), seven-split-early (FAST_NVCC_SPLIT_EARLY=1,
+#      (fast_nvcc --split 16, first build, then learned), seven-split-first (its first build
+#      alone), seven-split-early (FAST_NVCC_SPLIT_EARLY=1,
 #      first build), seven-nvcc (plain nvcc), seven-nvcc-split
 #      (nvcc --split-compile 16, the split objects' reference).
 # The whole series outlasts one device call (10 minutes): run some STEPS per call in the
@@ -67,6 +68,7 @@ for step in $steps; do
         cast-nvcc) run "$step" cast --variants nvcc --sources cast/cast_grouped.cu ;;
         adam) run "$step" adam --variants nvcc-split,fast_nvcc-split --sources multi_tensor/adam.cu ;;
         seven-split) run "$step" seven --variants fast_nvcc-split,fast_nvcc-split-learned --split-sources "$full_split_sources" --sources $seven ;;
+        seven-split-first) run "$step" seven --variants fast_nvcc-split --split-sources "$full_split_sources" --sources $seven ;;
         seven-split-early) run "$step" seven --variants fast_nvcc-split-early --split-sources "$full_split_sources" --sources $seven ;;
         seven-nvcc) run "$step" seven --variants nvcc --sources $seven ;;
         seven-nvcc-split) run "$step" seven --variants nvcc-split --split-sources "$full_split_sources" --sources $seven ;;
