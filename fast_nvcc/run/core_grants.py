@@ -22,8 +22,8 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   waits for a slot, or when the pool has a better-ranked waiter (a compile's first step on a
   longer path, or any step on a longer path once compiles compete by rank).  A step of its own
   compile on a shorter path (a host compile beside the cicc of the build's longest compile)
-  waits for its slot by rank, as any other compile's step does (docs/benchmarks.md: ours
-  waiting).
+  waits for its slot by rank, as any other compile's step does (docs/benchmarks.md,
+  "Measurements behind constants in the code": ``narrowing``).
 * **Under make's jobserver**, which ranks no one and starts no job without a token, the extra
   cores' tokens all go back every two seconds (make, blocked on the token pipe, gets those it
   waits for), and are taken again at the next poll.
