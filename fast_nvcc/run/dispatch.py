@@ -59,9 +59,13 @@ class Turn:
     start: list[int] = field(default_factory=list)  # in the order they took their room
     dropped: list[int] = field(default_factory=list)  # optional tasks refused room
     discarded: list[int] = field(default_factory=list)  # tasks after the failure
-    waits: bool = False  # a task waits for room, -j's included
-    waiter: int | None = None  # ... the first of them (the best ranked)
+    waiter: int | None = None  # the first task that waits for room, -j's included (the best ranked)
     blocked: bool = False  # ... for a shared slot, memory or a capacity (not only -j)
+
+    @property
+    def waits(self) -> bool:
+        """Does a task wait for room?"""
+        return self.waiter is not None
 
 
 def dispatch(ready: Sequence[Ready], offer: Offer, *, failed: tuple[int, int, int] | None = None) -> Turn:
@@ -72,15 +76,14 @@ def dispatch(ready: Sequence[Ready], offer: Offer, *, failed: tuple[int, int, in
         if failed is not None and task.order > failed:
             turn.discarded.append(task.task_id)
         elif offer.at_capacity(task.task_id):
-            turn.waits = turn.blocked = True
-            turn.waiter = task.task_id
+            turn.waiter, turn.blocked = task.task_id, True
             return turn
         elif offer.take(task.task_id, short=task.short):
             turn.start.append(task.task_id)
         elif task.optional:
             turn.dropped.append(task.task_id)
         else:
-            turn.waits, turn.blocked, turn.waiter = True, offer.free, task.task_id
+            turn.waiter, turn.blocked = task.task_id, offer.free
             turn.start += _short_behind(ready[index + 1 :], offer, failed=failed)
             return turn
     return turn

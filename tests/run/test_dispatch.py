@@ -42,25 +42,25 @@ def ready(*specs: str) -> list[Ready]:
         # Room for all: they start best first.
         (("long", "long", "short"), Room(), None, Turn(start=[0, 1, 2])),
         # -j bounds them: the rest wait, and no shared slot is to blame.
-        (("long", "long", "long"), Room(jobs=2), None, Turn(start=[0, 1], waits=True, blocked=False, waiter=2)),
+        (("long", "long", "long"), Room(jobs=2), None, Turn(start=[0, 1], blocked=False, waiter=2)),
         # No shared slot for the second: it waits for one (the turn's waiter, whose rank split
         # steps compare with theirs), and so does the long one behind it.
-        (("long", "long", "long"), Room(shared=1), None, Turn(start=[0], waits=True, blocked=True, waiter=1)),
+        (("long", "long", "long"), Room(shared=1), None, Turn(start=[0], blocked=True, waiter=1)),
         # ... but a short one behind it starts, within -j (until -j is full).
         (("long", "long", "short", "long", "short", "short"), Room(jobs=3, shared=1), None,
-         Turn(start=[0, 2, 4], waits=True, blocked=True, waiter=1)),  # fmt: skip
+         Turn(start=[0, 2, 4], blocked=True, waiter=1)),  # fmt: skip
         # A short one first, refused for want of a -j slot, waits like any other.
-        (("short", "short"), Room(jobs=0), None, Turn(waits=True, blocked=False, waiter=0)),
+        (("short", "short"), Room(jobs=0), None, Turn(blocked=False, waiter=0)),
         # An optional task refused room is dropped, not kept waiting; the next one may go.
         (("optional", "short"), Room(shared=0), None, Turn(start=[1], dropped=[0])),
-        (("optional", "long"), Room(shared=0), None, Turn(dropped=[0], waits=True, blocked=True, waiter=1)),
+        (("optional", "long"), Room(shared=0), None, Turn(dropped=[0], blocked=True, waiter=1)),
         # A kind at its capacity waits, and everything behind it, short ones too.
-        (("long", "short"), Room(full=(0,)), None, Turn(waits=True, blocked=True, waiter=0)),
+        (("long", "short"), Room(full=(0,)), None, Turn(blocked=True, waiter=0)),
         # After a failure, the tasks after it in nvcc's order are discarded, the earlier ones run.
         (("long", "long", "long"), Room(), (0, 1, 0), Turn(start=[0, 1], discarded=[2])),
         # ... and a short task after the failure does not start behind a waiting one.
         (("long", "long", "short", "short"), Room(shared=1), (0, 2, 0),
-         Turn(start=[0, 2], waits=True, blocked=True, waiter=1)),  # fmt: skip
+         Turn(start=[0, 2], blocked=True, waiter=1)),  # fmt: skip
     ],
 )
 def test_dispatch(specs, room, failed, expected):
@@ -79,4 +79,4 @@ def test_each_start_takes_room_from_the_next():
     before the next one is asked."""
     room = Room(jobs=2)
     assert dispatch(ready("long", "long", "long"), room).start == [0, 1]
-    assert dispatch(ready("long"), room) == Turn(waits=True, blocked=False, waiter=0)
+    assert dispatch(ready("long"), room) == Turn(blocked=False, waiter=0)
