@@ -111,7 +111,8 @@ class Admission:
         self._free_slots.append(self._widened.pop())
         self.release_idle()
 
-    def release_idle(self) -> None:
-        """Give back shared slots no running step uses, so other compiles can have them."""
-        while self.slots.held > max(0, self._in_use - self.slots.implicit):
+    def release_idle(self, *, keep: bool = False) -> None:
+        """Give back shared slots no running step uses, so other compiles can have them (but
+        one, if asked to ``keep`` it)."""
+        while self.slots.held > max(0, self._in_use - self.slots.implicit) + keep:
             self.slots.release()

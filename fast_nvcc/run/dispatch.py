@@ -15,6 +15,13 @@ slot, a shared slot, memory; :mod:`.admission`), in that order, until one is ref
   **short** ones (:mod:`fast_nvcc.graph.short`): they need no shared slot, only a -j slot and
   memory, so they start behind it.  Made to wait for a slot by rank, a compile's last fatbinary
   would hold its whole compile back for the length of another compile's step.
+* **A step a moment long** (``moment``: it takes no slot, runs here and ends in a moment, a
+  cicc's module_id check) holds the turn at its rank once it starts, and for as long as it runs
+  (``running``, given back in the list): the steps it leads to will rank there, so the tasks
+  ranked behind it wait for that moment, again except the short ones.  Otherwise the
+  compile's slot, free as its cicc ends, went to the host compile that had waited beside the
+  cicc, and the cicc's ptxas, the longer path, waited for another slot: 5-88 s in TE's whole
+  library on 16 cores (docs/benchmarks.md, "rounds 11 to 13").
 
 The offer is asked as the decision is made, since every task started takes room from the next;
 the tests give it made-up room (tests/run/test_dispatch.py).
@@ -35,6 +42,8 @@ class Ready:
     order: tuple[int, int, int]  # its place in nvcc's order
     short: bool = False  # expected well under a second, and takes only a -j slot when short
     optional: bool = False
+    moment: bool = False  # takes no slot and ends in a moment, and other steps follow it
+    running: bool = False  # ... and it runs already (it holds its place, below)
 
 
 class Offer(Protocol):
@@ -61,6 +70,7 @@ class Turn:
     discarded: list[int] = field(default_factory=list)  # tasks after the failure
     waiter: int | None = None  # the first task that waits for room, -j's included (the best ranked)
     blocked: bool = False  # ... for a shared slot, memory or a capacity (not only -j)
+    moment: int | None = None  # the step a moment long that the tasks behind it wait for
 
     @property
     def waits(self) -> bool:
@@ -73,13 +83,18 @@ def dispatch(ready: Sequence[Ready], offer: Offer, *, failed: tuple[int, int, in
     order, if one failed."""
     turn = Turn()
     for index, task in enumerate(ready):
-        if failed is not None and task.order > failed:
+        if task.running:
+            if failed is None or task.order < failed:
+                return _hold(turn, task, ready[index + 1 :], offer, failed=failed)
+        elif failed is not None and task.order > failed:
             turn.discarded.append(task.task_id)
         elif offer.at_capacity(task.task_id):
             turn.waiter, turn.blocked = task.task_id, True
             return turn
         elif offer.take(task.task_id, short=task.short):
             turn.start.append(task.task_id)
+            if task.moment:
+                return _hold(turn, task, ready[index + 1 :], offer, failed=failed)
         elif task.optional:
             turn.dropped.append(task.task_id)
         else:
@@ -89,11 +104,19 @@ def dispatch(ready: Sequence[Ready], offer: Offer, *, failed: tuple[int, int, in
     return turn
 
 
+def _hold(turn: Turn, task: Ready, behind: Sequence[Ready], offer: Offer, *,
+          failed: tuple[int, int, int] | None) -> Turn:  # fmt: skip
+    """The turn stops at ``task``, a step a moment long, but for the short tasks behind it."""
+    turn.moment = task.task_id
+    turn.start += _short_behind(behind, offer, failed=failed)
+    return turn
+
+
 def _short_behind(ready: Sequence[Ready], offer: Offer, *, failed: tuple[int, int, int] | None) -> list[int]:
     """The short tasks among ``ready`` (behind one that waits) that start now anyway."""
     started = []
     for task in ready:
-        if not task.short or (failed is not None and task.order > failed) or offer.at_capacity(task.task_id):
+        if task.running or not task.short or (failed is not None and task.order > failed) or offer.at_capacity(task.task_id):
             continue
         if not offer.take(task.task_id, short=True):
             break  # no -j slot or no memory left

@@ -112,7 +112,8 @@ class Holdings:
             self.slots.withdraw()  # nothing of ours waits: others may go first
             if self.memory is not None:
                 self.memory.withdraw()
-        self.admission.release_idle()
+        # A slot freed as a step ended waits for what a step a moment long leads to (dispatch.py).
+        self.admission.release_idle(keep=turn.moment is not None)
         if self.grants and self.now() - self._grants_polled >= self.GRANTS_POLL:
             self._grants_polled = self.now()
             pids = self.processes.step_pids()

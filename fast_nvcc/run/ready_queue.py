@@ -62,6 +62,13 @@ class ReadyQueue:
         """Every ready task's id, best first."""
         return [entry[2] for entry in sorted(self._heap)]
 
+    def with_running(self, running: Sequence[Task]) -> list[tuple[int, bool]]:
+        """Every ready task's id, best first, and among them the ``running`` tasks (steps a
+        moment long: dispatch.py) at their places: (id, running)."""
+        entries = [(entry, False) for entry in self._heap]
+        entries += [((-self._order[task.id], task.order, task.id), True) for task in running]
+        return [(entry[2], runs) for entry, runs in sorted(entries)]
+
     def pop(self) -> None:
         heapq.heappop(self._heap)
 

@@ -104,6 +104,9 @@ class Runner:
         # that run here as commands, where the slots rank their waiters (not make's jobserver).
         self.short = frozenset(t for t in short_steps(dag, work) if self.slots.short_steps_free
                                and self._handler(t).takes_slot and self._handler(t).capacity is None)  # fmt: skip
+        # Steps a moment long (dispatch.py): they take no slot, run here, and lead to others.
+        self.moments = frozenset(t.id for t in dag.tasks if dag.succs[t.id] and not self._handler(t.id).takes_slot
+                                 and self._handler(t.id).capacity is None)  # fmt: skip
         # Running tasks to run again: as what, why, and the files their stopped run may half write.
         self._redo: dict[int, tuple[Task, str, tuple[str, ...]]] = {}
         self._failed: int | None = None  # the earliest failure in nvcc's order
@@ -201,8 +204,9 @@ class Runner:
             watch.poll(self)
 
     def _dispatch(self) -> Turn:
-        turn = dispatch([self._as_ready(task_id) for task_id in self.ready.ids()], self.holdings,
-                        failed=self._failed_order)  # fmt: skip
+        moments = [self.tasks[t] for t in _running_moments(self.moments, self.records, self.processes, self._now())]
+        ready = [self._as_ready(task_id, runs) for task_id, runs in self.ready.with_running(moments)]
+        turn = dispatch(ready, self.holdings, failed=self._failed_order)
         for task_id in turn.discarded + turn.dropped + turn.start:
             self.ready.remove(task_id)
         for task_id in turn.dropped:
@@ -211,9 +215,10 @@ class Runner:
             self._launch(self.tasks[task_id])
         return turn
 
-    def _as_ready(self, task_id: int) -> Ready:
+    def _as_ready(self, task_id: int, running: bool = False) -> Ready:
         task = self.tasks[task_id]
-        return Ready(task_id, task.order, short=task_id in self.short, optional=task.idle_only)
+        return Ready(task_id, task.order, short=task_id in self.short, optional=task.idle_only,
+                     moment=task_id in self.moments, running=running)  # fmt: skip
 
     def _launch(self, task: Task) -> None:
         """``task`` took its room (Holdings.take): it starts now."""
@@ -291,6 +296,16 @@ class Runner:
 
     def _now(self) -> float:
         return time.monotonic() - self._t0
+
+
+# How long a running step a moment long (dispatch.py) holds the steps ranked below those it
+# leads to: a module_id check takes milliseconds; one that runs its cicc again no longer holds.
+MOMENT = 0.5  # seconds
+
+
+def _running_moments(moments: frozenset[int], records: Sequence[Record], processes: Processes, now: float) -> list[int]:
+    """The steps a moment long that run now, started at most MOMENT seconds ago."""
+    return [t for t in sorted(moments) if processes.runs(t) and now - (records[t].start or now) <= MOMENT]
 
 
 def _optional_last(dag: Dag, priorities: Sequence[float],

@@ -32,8 +32,11 @@ class Room:
 
 
 def ready(*specs: str) -> list[Ready]:
-    """Tasks 0, 1, ... best first, each in nvcc's order by its id: "long", "short" or "optional"."""
-    return [Ready(i, (0, i, 0), short=spec == "short", optional=spec == "optional") for i, spec in enumerate(specs)]
+    """Tasks 0, 1, ... best first, each in nvcc's order by its id: "long", "short", "optional",
+    "moment" (a step a moment long, a module_id check) or "running" (one that runs already)."""
+    return [Ready(i, (0, i, 0), short=spec == "short", optional=spec == "optional",
+                  moment=spec in ("moment", "running"), running=spec == "running")
+            for i, spec in enumerate(specs)]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -56,6 +59,15 @@ def ready(*specs: str) -> list[Ready]:
         (("optional", "long"), Room(shared=0), None, Turn(dropped=[0], blocked=True, waiter=1)),
         # A kind at its capacity waits, and everything behind it, short ones too.
         (("long", "short"), Room(full=(0,)), None, Turn(blocked=True, waiter=0)),
+        # A step a moment long starts and holds the turn for the steps it leads to (a cicc's
+        # ptxas after its module_id check): the long ones behind it wait, short ones start.
+        (("long", "moment", "long", "short"), Room(), None, Turn(start=[0, 1, 3], moment=1)),
+        # ... as long as it runs (it comes back in the list at its place).
+        (("running", "long", "short"), Room(), None, Turn(start=[2], moment=0)),
+        # One ranked behind the others holds nothing from them.
+        (("long", "long", "running"), Room(), None, Turn(start=[0, 1], moment=2)),
+        # One after a failure in nvcc's order holds nothing.
+        (("running", "long"), Room(), (0, -1, 0), Turn(discarded=[1])),
         # After a failure, the tasks after it in nvcc's order are discarded, the earlier ones run.
         (("long", "long", "long"), Room(), (0, 1, 0), Turn(start=[0, 1], discarded=[2])),
         # ... and a short task after the failure does not start behind a waiting one.

@@ -352,3 +352,38 @@ def test_a_short_step_takes_no_slot_of_the_pool_a_long_one_waits_for(tmp_path):
     fatbinary, cicc = result.records
     assert fatbinary.over_pool == "short" and fatbinary.slot is not None
     assert cicc.over_pool is None and cicc.start >= fatbinary.end  # it waited for the slot
+
+
+def test_a_slot_free_as_a_step_ends_goes_to_the_step_its_module_id_check_leads_to(tmp_path):
+    """TE's whole library on 16 cores (2026-11-27): as a cicc ended, the host compile that had
+    waited beside it took the compile's slot while the module_id check (no slot) ran, and the
+    cicc's ptxas, the longer path, then waited 5-88 s for another slot.  Here the pool has one
+    slot: the ptxas after the check takes it, the host compile waits for the ptxas."""
+    from fast_nvcc.machine.slots import PoolSlots
+
+    def task(task_id: int, kind: Kind, script: str, action: Action = Action.EXEC) -> Task:
+        step = Step(task_id, script, kind, kind.value, ("sh", "-c", script))
+        return Task(task_id, step, action, argv=step.argv)
+
+    def check(run) -> None:  # in-process, a moment long, like the module_id check
+        time.sleep(0.05)
+        run.finish(0)
+
+    tasks = [task(0, Kind.CICC, "sleep 0.3"), task(1, Kind.OTHER, "", Action.CHECK_MODULE_ID),
+             task(2, Kind.PTXAS, "sleep 0.2"), task(3, Kind.HOST_COMPILE, "sleep 0.2")]  # fmt: skip
+    dag = Dag(tuple(tasks), (frozenset(), frozenset({0}), frozenset({1}), frozenset()))
+    slots = PoolSlots(str(tmp_path / "pool"), 1)
+    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=4,
+                    priorities=[10.0, 9.0, 9.0, 2.0], work=[8.0, 0.0, 9.0, 2.0], internal=Internal(), slots=slots,
+                    handlers={Action.CHECK_MODULE_ID: Handler(check, takes_slot=False)},
+                    stdout=io.BytesIO(), stderr=io.BytesIO())  # fmt: skip
+    try:
+        result = runner.run()
+    finally:
+        runner.close()
+        slots.close()
+    assert result.returncode == 0
+    cicc, _, ptxas, host = result.records
+    assert host.start >= cicc.end  # the pool's one slot was the cicc's
+    assert ptxas.start < host.start  # the slot went to the ptxas, a moment after the check
+    assert host.start >= ptxas.end
