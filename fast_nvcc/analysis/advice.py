@@ -29,11 +29,10 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from ..plan.split_option import split_file
+from ..plan.split_option import SERIAL_SHARE, split_file
 from .records import Advice, CompileRecord, Job, PoleAdvice, Step
 
 SPLIT_OVERHEAD = 0.10  # o: the split's extra work, a share of the parallel part
-SERIAL_SHARE = {"cicc": 0.37, "ptxas": 0.16}  # s, measured (docs/benchmarks.md)
 HOST_KINDS = ("preprocess", "cudafe++", "host-compile")
 MOST_POLES = 10
 WORTH = 0.03  # split is advised only where it lowers the floor by this share at least

@@ -31,6 +31,12 @@ from . import nvcc_args
 # What nvcc compiles for the device: other inputs (objects, .cpp) get no split.
 CUDA_SUFFIXES = (".cu", ".CU")
 
+# The share of a split step's time that its threads do not shorten (cicc's front end), by tool:
+# split onto k cores, a step of t seconds takes about t * (s + (1 - s) / k).  Measured on 16
+# cores, TransformerEngine's cast_grouped.cu, sm_90 (docs/benchmarks.md); analyze's model and the
+# ranks of split steps' cores (fast_nvcc.run.core_grants) both use it.
+SERIAL_SHARE = {"cicc": 0.37, "ptxas": 0.16}
+
 
 def settings(split: int | None, sources: str | None, env: Mapping[str, str], *,
              cwd: str | None = None) -> tuple[int | None, tuple[str, ...]]:  # fmt: skip

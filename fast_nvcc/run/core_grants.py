@@ -8,8 +8,13 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
 * **A split step starts on one core**, like any step, and its threads are held to it (their CPU
   affinity), so that N threads do not crowd out the other compiles' steps early in a build.
 * **The grant widens while its threads want cores**, one core per free slot: each extra core is
-  one more shared slot (:mod:`.admission`), asked for at the step's rank (its compile's remaining
-  path from it); with FAST_NVCC_SPLIT_EARLY=1 the pool ranks it beside compiles' first steps
+  one more shared slot (:mod:`.admission`), asked for at the step's rank on the cores it holds:
+  its compile's remaining path from it, the step's own part shortened as the split model says
+  (:func:`on_cores`), so that a step on many cores asks after one on few with a path as long,
+  and held at the rank it would have without that core.  Free cores then spread over the split
+  steps so that their paths end together, rather than all going to the best-ranked one while
+  the others run on one core (TE's seven split sources, 2026-11-27: a ptxas on 12-15 cores
+  while the build's last one ran on one for a minute); with FAST_NVCC_SPLIT_EARLY=1 the pool ranks it beside compiles' first steps
   (:class:`fast_nvcc.machine.slots.Ask`): a free slot goes to the split step on a long path
   before a compile with a shorter one starts, so the build's longest pole gets its cores while
   other compiles still arrive, not in the tail.  A split step's threads are not all busy all
@@ -19,7 +24,8 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
 * **Cores follow use**: cores beyond the step's runnable threads, three looks in a row
   (:func:`idle`), go back at once, so that no ready step waits for a core nothing runs on.
 * **It narrows again**, one core at a time, when a step of its own compile on as long a path
-  waits for a slot, or when the pool has a better-ranked waiter (a compile's first step on a
+  (as the step would have without the core) waits for a slot, or when the pool has a
+  better-ranked waiter (a compile's first step on a
   longer path, or any step on a longer path once compiles compete by rank).  A step of its own
   compile on a shorter path (a host compile beside the cicc of the build's longest compile)
   waits for its slot by rank, as any other compile's step does (docs/benchmarks.md,
@@ -31,8 +37,8 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   two split steps of the machine are not held to the same core; unpinned steps go wherever the
   kernel puts them.  Where every core is held already, it shares one.
 
-The rules are :func:`idle`, :func:`narrowing` and :func:`widening_order` (unit-tested with
-made-up numbers); :class:`Grants` applies them to a run, :func:`runnable_threads` says what a
+The rules are :func:`on_cores`, :func:`idle`, :func:`narrowing` and :func:`widening_order`
+(unit-tested with made-up numbers); :class:`Grants` applies them to a run, :func:`runnable_threads` says what a
 step's threads want, and :func:`hold` sets a process tree's affinity.
 """
 
@@ -66,6 +72,7 @@ class Grant:
     # (docs/benchmarks.md: a split step's rank).
     priority: float = 0.0
     cores: list[int] = field(default_factory=list)
+    serial: float = 0.0  # the share of its time more cores do not shorten (split_option.SERIAL_SHARE)
     locked: set[int] = field(default_factory=set)  # those of ``cores`` we hold an flock on
     again: int = 0  # polls left to hold its threads again (threads made while we held them)
     timeline: list[tuple[float, int]] = field(default_factory=list)  # (when, cores) at each change
@@ -75,6 +82,16 @@ class Grant:
     @property
     def width(self) -> int:
         return len(self.cores)
+
+    @property
+    def asking(self) -> float:
+        """The rank it asks for another core at: its remaining path on the cores it holds."""
+        return on_cores(self.priority, self.width, serial=self.serial)
+
+    @property
+    def holding(self) -> float:
+        """The rank it keeps its last extra core at: its remaining path without that core."""
+        return on_cores(self.priority, self.width - 1, serial=self.serial)
 
     @property
     def want(self) -> int:
@@ -92,6 +109,14 @@ class Grant:
         self.idle_looks = self.idle_looks + 1 if self.want < self.width else 0
 
 
+def on_cores(priority: float, cores: int, *, serial: float) -> float:
+    """A split step's remaining path ``priority`` (as its compile ranks its steps, on one core)
+    on ``cores`` cores: the split model's ``s + (1 - s) / k`` of it, ``s`` its ``serial`` share.
+    The whole path shrinks, not the step's own part only: the ptxas after a split cicc is
+    split too, and the steps after it are short."""
+    return priority * (serial + (1 - serial) / max(1, cores))
+
+
 # Looks in a row (a tenth of a second apart) that find a step's threads using fewer cores than it
 # holds before the rest go back: a thread that blocks for a moment keeps its core.
 IDLE_LOOKS = 3
@@ -105,24 +130,27 @@ def idle(grants: Iterable[Grant]) -> list[tuple[Grant, int]]:
 
 def narrowing(grants: Iterable[Grant], *, ours_waiting: float | None,
               outranked: Callable[[float], bool]) -> Grant | None:  # fmt: skip
-    """The widened step to give a core back now, if any: the one of lowest rank (then the
-    widest), when a step of this run ranked ``ours_waiting`` (None: none) waits for a slot and
-    that step's remaining path is no longer, or when the pool has a waiter ranked before it."""
+    """The widened step to give a core back now, if any: the one that holds its last core at
+    the lowest rank (:attr:`Grant.holding`; then the widest), when a step of this run ranked
+    ``ours_waiting`` (None: none) waits for a slot and that step's remaining path is no longer
+    than the widened step's would be without the core, or when the pool has a waiter ranked
+    before that."""
     widened = [g for g in grants if g.width > 1]
     if not widened:
         return None
-    lowest = min(widened, key=lambda g: (g.priority, -g.width, g.task_id))
-    if (ours_waiting is not None and ours_waiting >= lowest.priority) or outranked(lowest.priority):
+    lowest = min(widened, key=lambda g: (g.holding, -g.width, g.task_id))
+    if (ours_waiting is not None and ours_waiting >= lowest.holding) or outranked(lowest.holding):
         return lowest
     return None
 
 
 def widening_order(grants: Iterable[Grant], *, ours_waiting: float | None = None) -> list[Grant]:
     """The steps whose threads want another core, in the order they ask for one: the longest
-    remaining path first, then the narrowest; none ranked at or below a step of this run that
-    waits for a slot (``ours_waiting``, its rank)."""
-    wanting = (g for g in grants if g.width < g.want and (ours_waiting is None or g.priority > ours_waiting))
-    return sorted(wanting, key=lambda g: (-g.priority, g.width, g.task_id))
+    remaining path on the cores each holds first (:attr:`Grant.asking`), then the narrowest;
+    none asking at or below a step of this run that waits for a slot (``ours_waiting``, its
+    rank)."""
+    wanting = (g for g in grants if g.width < g.want and (ours_waiting is None or g.asking > ours_waiting))
+    return sorted(wanting, key=lambda g: (-g.asking, g.width, g.task_id))
 
 
 class Grants:
@@ -154,9 +182,9 @@ class Grants:
     def __bool__(self) -> bool:
         return bool(self._running)
 
-    def start(self, task_id: int, threads: int, priority: float) -> frozenset[int]:
+    def start(self, task_id: int, threads: int, priority: float, *, serial: float = 0.0) -> frozenset[int]:
         """A split step starts: the one core it is held to."""
-        grant = Grant(task_id, threads, priority)
+        grant = Grant(task_id, threads, priority, serial=serial)
         self._running[task_id] = grant
         self._add_core(grant)
         grant.timeline.append((self.now(), 1))
@@ -209,13 +237,13 @@ class Grants:
             self.admission.narrow()
             changed.append(give_back)
         else:
-            for grant in widening_order(self._running.values(), ours_waiting=ours_waiting):
-                while grant.width < grant.want and self.admission.widen(grant.priority):
-                    self._add_core(grant)
-                    if grant not in changed:
-                        changed.append(grant)
-                if grant.width < grant.want:
-                    break  # no slot for the best-ranked: none for those behind it either
+            # One core at a time to the step that asks at the best rank, which falls as it widens;
+            # no slot for the best-ranked: none for those behind it either.
+            while (order := widening_order(self._running.values(), ours_waiting=ours_waiting)) \
+                    and self.admission.widen(order[0].asking):
+                self._add_core(order[0])
+                if order[0] not in changed:
+                    changed.append(order[0])
         self._pin(changed)
 
     def _pin(self, changed: list[Grant]) -> None:

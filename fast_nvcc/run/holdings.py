@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..graph.tasks import Task
 from ..machine.slots import Slots, pool_directory
-from ..plan.split_option import split_threads
+from ..plan.split_option import SERIAL_SHARE, split_threads
 from .admission import Admission
 from .core_grants import Grants, runnable_threads
 from .dispatch import Turn
@@ -74,7 +74,8 @@ class Holdings:
         if record.slot is not None and self.memory is not None:
             record.memory_wait = self.memory.waited(task.id)
         if self.grants is not None and task.id in self.split and handler.takes_slot and handler.capacity is None:
-            cores = self.grants.start(task.id, self.split[task.id], self.priority_of(task.id))
+            serial = SERIAL_SHARE.get(task.step.kind.value, SERIAL_SHARE["cicc"])  # (nvlink under -dlto: cicc's)
+            cores = self.grants.start(task.id, self.split[task.id], self.priority_of(task.id), serial=serial)
             self.processes.pin(task.id, cores)
 
     def give_back(self, task: Task) -> None:

@@ -23,7 +23,7 @@ from fast_nvcc.machine.slots import Slots
 from fast_nvcc.plan.dryrun import Kind, Step
 from fast_nvcc.plan.split_option import matches, settings, split_threads, with_split
 from fast_nvcc.run.admission import Admission
-from fast_nvcc.run.core_grants import Grant, Grants, idle, narrowing, runnable_threads, widening_order
+from fast_nvcc.run.core_grants import Grant, Grants, idle, narrowing, on_cores, runnable_threads, widening_order
 
 # What fast_nvcc itself decides: against the first toolchain (conftest).
 pytestmark = pytest.mark.one_toolchain
@@ -50,7 +50,17 @@ def test_a_step_has_as_many_threads_as_its_split_compile_says(argv, threads):
 # -- who gets a core, who gives one back (made-up numbers) --------------------------------------
 
 
+def test_a_split_steps_path_shortens_on_more_cores_as_the_split_model_says():
+    assert on_cores(300.0, 1, serial=0.37) == 300.0
+    assert on_cores(300.0, 2, serial=0.0) == 150.0
+    assert on_cores(100.0, 4, serial=0.2) == pytest.approx(40.0)  # 20 s serial + 80 s on 4 cores
+    grant = Grant(1, 16, priority=300.0, cores=[0, 1, 2])  # serial share 0: on 3 cores
+    assert (grant.asking, grant.holding) == (100.0, 150.0)
+
+
 def test_a_widened_step_gives_a_core_back_when_its_own_compile_or_a_better_ranked_waiter_needs_one():
+    # Ranks on one core, serial share 0: the long one's path, 300 s on one core, takes 150 s on
+    # two, so it holds its third core at 150; the short one holds its second at 40.
     long, short = Grant(1, 16, priority=300.0, cores=[0, 1, 2]), Grant(2, 16, priority=40.0, cores=[3, 4])
     narrow = Grant(3, 16, priority=10.0, cores=[5])
     never = lambda priority: False  # noqa: E731
@@ -61,23 +71,31 @@ def test_a_widened_step_gives_a_core_back_when_its_own_compile_or_a_better_ranke
     # One on a shorter path than every widened step waits its turn at the pool instead (a host
     # compile beside the build's longest cicc).
     assert narrowing([long, short, narrow], ours_waiting=39.0, outranked=never) is None
-    assert narrowing([long], ours_waiting=299.0, outranked=never) is None
+    # The long one keeps its third core from a step that would end first all the same ...
+    assert narrowing([long], ours_waiting=149.0, outranked=never) is None
+    # ... and gives it to one whose path is as long as its own would be without it.
+    assert narrowing([long], ours_waiting=150.0, outranked=never) is long
     # A waiter of the machine ranked between the two: the lower one gives back.
     assert narrowing([long, short], ours_waiting=None, outranked=lambda p: p < 100.0) is short
     assert narrowing([long], ours_waiting=None, outranked=lambda p: p < 100.0) is None
+    assert narrowing([long], ours_waiting=None, outranked=lambda p: p < 151.0) is long
     # Nothing widened: nothing to give back.
     assert narrowing([narrow], ours_waiting=400.0, outranked=lambda p: True) is None
 
 
-def test_the_longest_remaining_path_asks_first_and_a_full_step_not_at_all():
-    a = Grant(1, 4, priority=100.0, cores=[0])
-    b = Grant(2, 4, priority=300.0, cores=[1, 2])
+def test_the_longest_remaining_path_on_the_cores_held_asks_first_and_a_full_step_not_at_all():
+    a = Grant(1, 4, priority=100.0, cores=[0])  # asks at 100
+    b = Grant(2, 4, priority=300.0, cores=[1, 2])  # at 150, on its two cores
     c = Grant(3, 2, priority=500.0, cores=[3, 4])  # has its two cores
-    d = Grant(4, 8, priority=100.0, cores=[5, 6])  # a tie: the narrower one first
-    assert widening_order([a, b, c, d]) == [b, a, d]
+    d = Grant(4, 8, priority=100.0, cores=[5, 6])  # at 50
+    e = Grant(5, 8, priority=200.0, cores=[7, 8])  # at 100, a tie with a: the narrower one first
+    assert widening_order([a, b, c, d, e]) == [b, a, e, d]
     # A step of the same compile waits for a slot at 100 s: only the longer path still widens.
-    assert widening_order([a, b, c, d], ours_waiting=100.0) == [b]
-    assert widening_order([a, b, c, d], ours_waiting=300.0) == []
+    assert widening_order([a, b, c, d, e], ours_waiting=100.0) == [b]
+    assert widening_order([a, b, c, d, e], ours_waiting=150.0) == []
+    # The share its threads do not shorten keeps a step's rank up as it widens.
+    b.serial = 0.5
+    assert b.asking == 225.0 and widening_order([a, b], ours_waiting=150.0) == [b]
 
 
 def test_a_step_wants_a_core_per_runnable_thread_and_idle_cores_go_back_after_three_looks():
@@ -166,6 +184,29 @@ def test_free_slots_go_to_the_longest_path_up_to_its_threads_and_come_back_when_
     assert slots.free == 3
     grants.poll(ours_waiting=None, priority_of=priorities.__getitem__)
     assert len(pins[2]) == 5 and slots.free == 0
+    grants.close()
+
+
+def test_free_cores_spread_over_split_steps_so_that_their_paths_end_together(tmp_path):
+    """TE's seven split sources, 2026-11-27: in the tail, one ptxas took 11-15 cores in turn
+    while the build's last one ran on one core for a minute.  Two split steps of equal rank
+    share the free cores; one with twice the path gets about twice the cores."""
+    slots = FreeSlots(free=8)
+    admission, grants, pins = _grants(tmp_path, slots)
+    _running(admission, 2)  # six slots left
+    grants.start(1, 8, 100.0)
+    grants.start(2, 8, 100.0)
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0)
+    assert (len(pins[1]), len(pins[2])) == (4, 4) and slots.free == 0
+    grants.close()
+
+    slots = FreeSlots(free=9)
+    admission, grants, pins = _grants(tmp_path, slots)
+    _running(admission, 2)  # seven left
+    grants.start(1, 16, 200.0)
+    grants.start(2, 16, 100.0)
+    grants.poll(ours_waiting=None, priority_of={1: 200.0, 2: 100.0}.__getitem__)
+    assert (len(pins[1]), len(pins[2])) == (6, 3)  # each path 33 s on its cores
     grants.close()
 
 
