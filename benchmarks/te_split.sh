@@ -18,7 +18,9 @@
 #      (fast_nvcc --split 16, first build, then learned), seven-split-first (its first build
 #      alone), seven-split-early (FAST_NVCC_SPLIT_EARLY=1,
 #      first build), seven-nvcc (plain nvcc), seven-nvcc-split
-#      (nvcc --split-compile 16, the split objects' reference).
+#      (nvcc --split-compile 16, the split objects' reference); gelu-split and relu-split (the two
+#      longest of them alone on the machine, split: their chain with every core theirs, the
+#      seven's floor beside its cpu / cores).
 # The whole series outlasts one device call (10 minutes): run some STEPS per call in the
 # foreground (`sh benchmarks/te_split.sh $OUT "subset-split subset-nvcc"`, about 8 minutes), or
 # the whole series in the background,
@@ -71,6 +73,8 @@ for step in $steps; do
         seven-split-first) run "$step" seven --variants fast_nvcc-split --split-sources "$full_split_sources" --sources $seven ;;
         seven-split-early) run "$step" seven --variants fast_nvcc-split-early --split-sources "$full_split_sources" --sources $seven ;;
         seven-nvcc) run "$step" seven --variants nvcc --sources $seven ;;
+        gelu-split) run "$step" gelu --variants fast_nvcc-split --split-sources "$full_split_sources" --sources activation/gelu_grouped.cu ;;
+        relu-split) run "$step" relu --variants fast_nvcc-split --split-sources "$full_split_sources" --sources activation/relu_grouped.cu ;;
         seven-nvcc-split) run "$step" seven --variants nvcc-split --split-sources "$full_split_sources" --sources $seven ;;
         quick) run "$step" quick --variants nvcc-split,fast_nvcc-split --sources util/padding.cu ;;
         full-nvcc) run "$step" full --variants nvcc --sources '*' ;;
