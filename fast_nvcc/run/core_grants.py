@@ -9,12 +9,13 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   affinity), so that N threads do not crowd out the other compiles' steps early in a build.
 * **The grant widens while its threads want cores**, one core per free slot: each extra core is
   one more shared slot (:mod:`.admission`), asked for at the step's rank on the cores it holds:
-  its compile's remaining path from it, the step's own part shortened as the split model says
+  its compile's remaining path from it, shortened for those cores as the split model says
   (:func:`on_cores`), so that a step on many cores asks after one on few with a path as long,
   and held at the rank it would have without that core.  Free cores then spread over the split
   steps so that their paths end together, rather than all going to the best-ranked one while
-  the others run on one core (TE's seven split sources, 2026-11-27: a ptxas on 12-15 cores
-  while the build's last one ran on one for a minute); with FAST_NVCC_SPLIT_EARLY=1 the pool ranks it beside compiles' first steps
+  the others run on one core (TE's seven split sources, 2026-11-27: four ptxas took 11-14 cores
+  in turn while the build's last one ran on one for 42 s); with FAST_NVCC_SPLIT_EARLY=1 the
+  pool ranks it beside compiles' first steps
   (:class:`fast_nvcc.machine.slots.Ask`): a free slot goes to the split step on a long path
   before a compile with a shorter one starts, so the build's longest pole gets its cores while
   other compiles still arrive, not in the tail.  A split step's threads are not all busy all
