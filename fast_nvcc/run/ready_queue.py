@@ -48,7 +48,11 @@ class ReadyQueue:
         return bool(self._heap)
 
     def push(self, task: Task) -> None:
-        heapq.heappush(self._heap, (-self._order[task.id], task.order, task.id))
+        heapq.heappush(self._heap, self._entry(task))
+
+    def _entry(self, task: Task) -> tuple[float, tuple[int, int], int]:
+        """``task``'s place: its remaining path in the compile's order first, then nvcc's order."""
+        return (-self._order[task.id], task.order, task.id)
 
     def push_first(self, task: Task) -> None:
         """Ahead of every other ready task (a step run again after the kernel killed it)."""
@@ -60,13 +64,12 @@ class ReadyQueue:
 
     def ids(self) -> list[int]:
         """Every ready task's id, best first."""
-        return [entry[2] for entry in sorted(self._heap)]
+        return [task_id for task_id, _ in self.with_running(())]
 
     def with_running(self, running: Sequence[Task]) -> list[tuple[int, bool]]:
         """Every ready task's id, best first, and among them the ``running`` tasks (steps a
         moment long: dispatch.py) at their places: (id, running)."""
-        entries = [(entry, False) for entry in self._heap]
-        entries += [((-self._order[task.id], task.order, task.id), True) for task in running]
+        entries = [(entry, False) for entry in self._heap] + [(self._entry(task), True) for task in running]
         return [(entry[2], runs) for entry, runs in sorted(entries)]
 
     def pop(self) -> None:

@@ -305,7 +305,7 @@ MOMENT = 0.5  # seconds
 
 def _running_moments(moments: frozenset[int], records: Sequence[Record], processes: Processes, now: float) -> list[int]:
     """The steps a moment long that run now, started at most MOMENT seconds ago."""
-    return [t for t in sorted(moments) if processes.runs(t) and now - (records[t].start or now) <= MOMENT]
+    return [t for t in moments if processes.runs(t) and now - (records[t].start or now) <= MOMENT]
 
 
 def _optional_last(dag: Dag, priorities: Sequence[float],
