@@ -109,6 +109,7 @@ class Build:
     threads: bool = False  # NVTE_BUILD_THREADS_PER_JOB = the cores: nvcc -t<cores>, what -t0 is here
     sccache: bool = False  # sccache as the launcher (benchmarks/peers.py)
     early: bool = False  # FAST_NVCC_SPLIT_EARLY=1: split steps' cores rank beside first steps
+    stops: bool = True  # FAST_NVCC_YIELD=0 when False: no step stops for a split step's core
 
 
 BUILDS = {
@@ -126,18 +127,26 @@ BUILDS = {
     # The same with the split steps' cores ranked beside first steps (not the default yet).
     "fast_nvcc-split-early": Build("fast_nvcc-split-early", "fast_nvcc --split N, FAST_NVCC_SPLIT_EARLY=1, no cost history",
                                    launcher=True, split=True, early=True),  # fmt: skip
+    # The same without stopping steps for split steps' cores (fast_nvcc.run.yielding): the baseline.
+    "fast_nvcc-split-nostop": Build("fast_nvcc-split-nostop", "fast_nvcc --split N, FAST_NVCC_YIELD=0, no cost history",
+                                    launcher=True, split=True, stops=False),  # fmt: skip
+    "fast_nvcc-split-nostop-learned": Build("fast_nvcc-split-nostop-learned",
+                                            "fast_nvcc --split N, FAST_NVCC_YIELD=0, costs learned from the build before",
+                                            launcher=True, split=True, stops=False),  # fmt: skip
 }
 # A group's builds share one fast_nvcc state directory (history, pool) and run in this order;
 # a single build key is a group of its own, and fast_nvcc-learned alone keeps the state that an
 # earlier fast_nvcc-cold left in --work.
 GROUPS = {"nvcc": ["nvcc"], "fast_nvcc": ["fast_nvcc-cold", "fast_nvcc-learned"]}
 # What a variant's objects are compared with.
-REFERENCE = {"fast_nvcc-split": "nvcc-split", "fast_nvcc-split-learned": "nvcc-split", "fast_nvcc-split-early": "nvcc-split"}
+REFERENCE = {key: "nvcc-split" for key, build in BUILDS.items() if build.split and not build.plain}
 STATE_GROUP = {"fast_nvcc-cold": "fast_nvcc", "fast_nvcc-learned": "fast_nvcc",
                "fast_nvcc-split": "split", "fast_nvcc-split-learned": "split",
-               "fast_nvcc-split-early": "split-early"}  # fmt: skip
+               "fast_nvcc-split-early": "split-early",
+               "fast_nvcc-split-nostop": "split-nostop", "fast_nvcc-split-nostop-learned": "split-nostop"}  # fmt: skip
 # A learned build, and the cold build whose costs it learns from.
-LEARNS_FROM = {"fast_nvcc-learned": "fast_nvcc-cold", "fast_nvcc-split-learned": "fast_nvcc-split"}
+LEARNS_FROM = {"fast_nvcc-learned": "fast_nvcc-cold", "fast_nvcc-split-learned": "fast_nvcc-split",
+               "fast_nvcc-split-nostop-learned": "fast_nvcc-split-nostop"}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +282,8 @@ def build_environment(*, state: Path, log: Path, tmp: Path, build: Build | None 
             env["FAST_NVCC_SPLIT_SOURCES"] = split[1]
     if build is not None and build.early:
         env["FAST_NVCC_SPLIT_EARLY"] = "1"
+    if build is not None and not build.stops:
+        env["FAST_NVCC_YIELD"] = "0"
     if build is not None and build.threads:
         env["NVTE_BUILD_THREADS_PER_JOB"] = str(len(os.sched_getaffinity(0)))
     if build is not None and build.plain:

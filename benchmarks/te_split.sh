@@ -16,8 +16,10 @@
 #      within the device's 30 idle seconds. Each step's FAST_NVCC_LOG is kept in logs-STEP/.
 #   5. the seven long sources alone (a build where every compile is long): seven-split
 #      (fast_nvcc --split 16, first build, then learned), seven-split-first (its first build
-#      alone), seven-split-early (FAST_NVCC_SPLIT_EARLY=1,
-#      first build), seven-nvcc (plain nvcc), seven-nvcc-split
+#      alone), seven-nostop (first and learned with FAST_NVCC_YIELD=0: no step stops for a
+#      split step's core, the baseline of fast_nvcc.run.yielding; seven-nostop-first: its first
+#      build alone), seven-split-early
+#      (FAST_NVCC_SPLIT_EARLY=1, first build), seven-nvcc (plain nvcc), seven-nvcc-split
 #      (nvcc --split-compile 16, the split objects' reference); gelu-split and relu-split (the two
 #      longest of them alone on the machine, split: their chain with every core theirs, the
 #      seven's floor beside its cpu / cores).
@@ -70,6 +72,8 @@ for step in $steps; do
         cast-nvcc) run "$step" cast --variants nvcc --sources cast/cast_grouped.cu ;;
         adam) run "$step" adam --variants nvcc-split,fast_nvcc-split --sources multi_tensor/adam.cu ;;
         seven-split) run "$step" seven --variants fast_nvcc-split,fast_nvcc-split-learned --split-sources "$full_split_sources" --sources $seven ;;
+        seven-nostop) run "$step" seven --variants fast_nvcc-split-nostop,fast_nvcc-split-nostop-learned --split-sources "$full_split_sources" --sources $seven ;;
+        seven-nostop-first) run "$step" seven --variants fast_nvcc-split-nostop --split-sources "$full_split_sources" --sources $seven ;;
         seven-split-first) run "$step" seven --variants fast_nvcc-split --split-sources "$full_split_sources" --sources $seven ;;
         seven-split-early) run "$step" seven --variants fast_nvcc-split-early --split-sources "$full_split_sources" --sources $seven ;;
         seven-nvcc) run "$step" seven --variants nvcc --sources $seven ;;

@@ -164,6 +164,7 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
             over_pool=step.get("over_pool"),
             memory_wait=_float_or_none(step.get("memory_wait")) or 0.0,
             memory_stopped=_float_or_none(step.get("memory_stopped")) or 0.0,
+            yielded=_float_or_none(step.get("yielded")) or 0.0,
             oom_rerun=bool(step.get("oom_rerun", False)),
             guess_failed=str(step.get("guess_failed", "")),
             guess_lost=_float_or_none(step.get("guess_lost")) or 0.0,

@@ -46,6 +46,7 @@ class Step:
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_wait: float = 0.0  # seconds held back by the memory budget (docs/memory.md)
     memory_stopped: float = 0.0  # seconds stopped while memory ran short (fast_nvcc.machine.pressure)
+    yielded: float = 0.0  # seconds stopped to give its core to a split step (fast_nvcc.run.yielding)
     oom_rerun: bool = False  # killed for memory and run again
     guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guess.decisions): why
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
@@ -209,6 +210,8 @@ class Waiting:
     oom_reruns: int = 0  # steps killed for memory and run again
     stopped_steps: int = 0  # steps stopped while memory ran short
     stopped_seconds: float = 0.0
+    yielded_steps: int = 0  # steps stopped to give their cores to split steps (fast_nvcc.run.yielding)
+    yielded_seconds: float = 0.0
 
 
 # The device side of the build (--device-trace), summed by device.py.

@@ -222,6 +222,8 @@ def _waiting_table(w: Waiting) -> Table:
     if w.memory_steps:
         rows.append((f"held back by the memory budget: {_plural(w.memory_steps, 'step')} of {_plural(w.memory_compiles, 'compile')}",
                      _seconds(w.memory_seconds)))  # fmt: skip
+    if w.yielded_steps:
+        rows.append((f"stopped for split steps' cores: {_plural(w.yielded_steps, 'step')}", _seconds(w.yielded_seconds)))
     if w.stopped_steps:
         rows.append((f"stopped while memory ran short: {_plural(w.stopped_steps, 'step')}", _seconds(w.stopped_seconds)))
     if w.oom_reruns:

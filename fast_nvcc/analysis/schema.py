@@ -136,6 +136,7 @@ def json_report(a: Analysis) -> AnalysisJson:
             "memory": {"seconds": _r(a.waiting.memory_seconds), "steps": a.waiting.memory_steps,
                        "compiles": a.waiting.memory_compiles, "oom_reruns": a.waiting.oom_reruns,
                        "stopped_steps": a.waiting.stopped_steps, "stopped_seconds": _r(a.waiting.stopped_seconds)},
+            "yielded": {"steps": a.waiting.yielded_steps, "seconds": _r(a.waiting.yielded_seconds)},
         },
         "compiles": [_compile_json(job) for job in build.jobs if job.record is not None],
         "device": _device_json(a),

@@ -41,6 +41,8 @@ def measure_waiting(jobs: Sequence[Job]) -> Waiting | None:
         oom_reruns=sum(1 for j in timed for s in j.record.steps if s.oom_rerun),
         stopped_steps=sum(1 for j in timed for s in j.record.steps if s.memory_stopped > 0),
         stopped_seconds=sum(s.memory_stopped for j in timed for s in j.record.steps),
+        yielded_steps=sum(1 for j in timed for s in j.record.steps if s.yielded > 0),
+        yielded_seconds=sum(s.yielded for j in timed for s in j.record.steps),
     )
 
 

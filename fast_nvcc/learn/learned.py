@@ -196,7 +196,7 @@ def measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str])
             tool = "as"
         if ran and task.action in (Action.EXEC, Action.SHELL, Action.HOST_FRONT, Action.HOST_BACK, Action.REMOTE):
             found.append(
-                Measurement(owners.get(step.index, ""), tool, step.arch or "", record.seconds - record.memory_stopped,
+                Measurement(owners.get(step.index, ""), tool, step.arch or "", record.seconds - record.stopped,
                             record.max_rss_kb or 0)  # fmt: skip
             )
     return found

@@ -6,6 +6,9 @@ process's slots and claims with its locks, and the next reader removes what is l
 * ``requests/``: the waiters of the machine, each request's name its rank (:class:`RequestBoard`);
 * ``work/``: how much work each compile has left, in the name (:class:`WorkLeft`);
 * ``scales/``: how far each compile's long steps ran over their estimates (:class:`ScalesTold`);
+* ``cores/``: which CPUs split steps' threads are held to (:mod:`fast_nvcc.run.core_grants`);
+* ``asks/`` and ``slack/``: the cores split steps wait for, and the running steps that could give
+  theirs (:mod:`fast_nvcc.run.yielding`), a :class:`Told` value each;
 * ``marks/``: what the slots are used for, one :class:`Claim` each (the rules count them).
 """
 
@@ -201,55 +204,66 @@ class RequestBoard:
         return bool(live(self.directory, "r0-"))
 
 
-class WorkLeft:
-    """How much work each compile on the machine has left: one claim per compile under
-    ``work/``, the seconds in its name, so one listing sorts the compiles by it."""
+class Told:
+    """One value per compile on the machine, as far as each has told: a claim per compile under
+    its directory, the value in the name (milliseconds, zero-padded), so one listing sorts the
+    compiles by it.  ``owner`` names this compile (its pid)."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, prefix: str, *, owner: int | None = None) -> None:
         self.directory = directory
+        self.prefix = prefix
+        self.owner = os.getpid() if owner is None else owner
         os.makedirs(directory, mode=0o700, exist_ok=True)
         self._claim: Claim | None = None
 
-    def tell(self, seconds: float) -> None:
-        """This compile has about ``seconds`` of steps left."""
-        name = os.path.join(
-            self.directory,
-            f"w-{min(_PRIORITY_SPAN, int(max(0.0, seconds) * 1000)):012d}-{os.getpid()}",
-        )
-        self._claim = Claim.post(self._claim, name)
+    def tell(self, value: float | None) -> None:
+        """This compile's value now; None: it has none (its claim goes)."""
+        if value is None:
+            self.close()
+            return
+        name = f"{self.prefix}{min(_PRIORITY_SPAN, int(max(0.0, value) * 1000)):012d}-{self.owner}"
+        self._claim = Claim.post(self._claim, os.path.join(self.directory, name))
+
+    @property
+    def told(self) -> bool:
+        return self._claim is not None
+
+    def names(self) -> list[str]:
+        """Every live compile's claim, the lowest value first."""
+        return live(self.directory, self.prefix)
+
+    def values(self, *, others: bool = False) -> list[float]:
+        """Every live compile's value (``others``: but this one's), lowest first."""
+        mine = f"-{self.owner}"
+        return [int(n[len(self.prefix) :].split("-")[0]) / 1000 for n in self.names()
+                if not (others and n.endswith(mine))]  # fmt: skip
+
+    def close(self) -> None:
+        if self._claim is not None:
+            self._claim.drop()
+            self._claim = None
+
+
+class WorkLeft(Told):
+    """How much work each compile on the machine has left (seconds), under ``work/``."""
+
+    def __init__(self, directory: str) -> None:
+        super().__init__(directory, "w-")
 
     def nearest(self, compiles: int) -> bool:
         """Is this compile one of the ``compiles`` with the least work left on the machine?"""
         if self._claim is None:
             return False
-        return os.path.basename(self._claim.path) in live(self.directory, "w-")[:compiles]
-
-    def close(self) -> None:
-        if self._claim is not None:
-            self._claim.drop()
-            self._claim = None
+        return os.path.basename(self._claim.path) in self.names()[:compiles]
 
 
-class ScalesTold:
-    """How many times their estimates each compile's long steps ran, as far as it has told:
-    one claim per compile under ``scales/``, the scale in its name, so a listing sorts them."""
+class ScalesTold(Told):
+    """How many times their estimates each compile's long steps ran, under ``scales/``."""
 
     def __init__(self, directory: str) -> None:
-        self.directory = directory
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        self._claim: Claim | None = None
-
-    def tell(self, scale: float) -> None:
-        name = os.path.join(self.directory, f"s-{min(_PRIORITY_SPAN, int(max(0.0, scale) * 1000)):012d}-{os.getpid()}")
-        self._claim = Claim.post(self._claim, name)
+        super().__init__(directory, "s-")
 
     def median_of_peers(self) -> float | None:
         """The median of what the other compiles told; None where none did."""
-        mine = f"-{os.getpid()}"
-        told = [int(n.split("-")[1]) / 1000 for n in live(self.directory, "s-") if not n.endswith(mine)]
-        return told[len(told) // 2] if told else None  # sorted by name: by scale
-
-    def close(self) -> None:
-        if self._claim is not None:
-            self._claim.drop()
-            self._claim = None
+        told = self.values(others=True)
+        return told[len(told) // 2] if told else None

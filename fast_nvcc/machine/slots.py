@@ -18,7 +18,6 @@ a killed compile never loses a slot nor leaves a claim.
 
 from __future__ import annotations
 
-import enum
 import itertools
 import os
 import re
@@ -28,7 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .buildtool import Saturation
-from .pool_files import Claim, RequestBoard, ScalesTold, SlotLocks, WorkLeft, live
+from .pool_files import Claim, RequestBoard, ScalesTold, SlotLocks, Told, WorkLeft, live
+from .pool_rules import Admit, Ask, admit, slots_wanted
 
 _AUTH = re.compile(r"--jobserver-(?:auth|fds)=(\S+)")
 
@@ -87,6 +87,23 @@ class Slots:
         """How many times their estimates the other compiles' long steps ran (the median of
         what they told); None where nothing is known."""
         return None
+
+    # Steps of this compile stopped to give their cores to split steps (fast_nvcc.run.yielding):
+    # while one is, the compile asks by rank, never for a first step.
+    paused = 0
+
+    def ask_core(self, rank: float | None) -> None:
+        """A split step of this compile waits for a core at ``rank`` (:attr:`Grant.asking
+        <fast_nvcc.run.core_grants.Grant.asking>`); None: none waits now."""
+
+    def tell_slack(self, rank: float | None) -> None:
+        """The lowest rank of this compile's running steps that could give their core to a
+        split step (:mod:`fast_nvcc.run.yielding`); None: none could."""
+
+    def yield_to(self) -> tuple[float | None, float | None]:
+        """The best rank a split step of the machine waits for a core at, and the lowest rank
+        another compile told in :meth:`tell_slack` (None: none).  Only the pool can tell."""
+        return None, None
 
     def release(self) -> None:
         self.held -= 1
@@ -208,6 +225,8 @@ class PoolSlots(Slots):
         os.makedirs(self.marks, mode=0o700, exist_ok=True)
         self.work_left = WorkLeft(os.path.join(directory, "work"))
         self.scales = ScalesTold(os.path.join(directory, "scales"))
+        self.asks = Told(os.path.join(directory, "asks"), "a-")
+        self.slack = Told(os.path.join(directory, "slack"), "k-")
         self.locks = SlotLocks(directory, self.size)
         self._saturated = saturated  # is the build tool above us full? (looked up when needed)
         self._nearest, self._nearest_checked = False, -1.0
@@ -219,7 +238,7 @@ class PoolSlots(Slots):
     def _first(self) -> bool:
         """Does this process ask for its compile's first step (rule 1), or for one that waits
         its turn by rank?"""
-        return self.held == 0 and not self.competes()
+        return self.held == 0 and not self.paused and not self.competes()
 
     def competes(self) -> bool:
         """Once a compile has run a step, while the build tool holds no compile back, its
@@ -246,6 +265,25 @@ class PoolSlots(Slots):
 
     def peer_scale(self) -> float | None:
         return self.scales.median_of_peers()
+
+    def ask_core(self, rank: float | None) -> None:
+        self.asks.tell(rank)
+
+    def tell_slack(self, rank: float | None) -> None:
+        self.slack.tell(rank)
+
+    def yield_to(self) -> tuple[float | None, float | None]:
+        asks = self.asks.values()
+        if not asks:
+            return None, None  # the usual case: one listing
+        others = self.slack.values(others=True)
+        return asks[-1], others[0] if others else None
+
+    def _asks_above(self, priority: float) -> int:
+        """How many split steps of the machine (this compile's too) wait for a core at a rank
+        above ``priority``: an extra step leaves them the free slots, as it leaves them to the
+        waiters on the board (a step stopped for one must not take its core back)."""
+        return sum(1 for rank in self.asks.values() if rank > priority)
 
     def _may_drain(self) -> bool:
         if not self.drain_extras:
@@ -281,7 +319,7 @@ class PoolSlots(Slots):
         ask = self._ask(pole)
         name = self.board.post(priority, first=ask is not Ask.EXTRA)
         over = len(live(self.marks, "over-")) if ask is Ask.EXTRA else 0
-        ahead = self.board.ahead(name)
+        ahead = self.board.ahead(name) + (self._asks_above(priority) if ask is Ask.EXTRA else 0)
         locked = self.locks.lock_free(slots_wanted(ask, ahead=ahead, over=over), skip={h.slot for h in self._holds})
         for slot in locked[1:]:
             self.locks.unlock(slot)
@@ -357,51 +395,9 @@ class PoolSlots(Slots):
         self.release_all()
         self.work_left.close()
         self.scales.close()
+        self.asks.close()
+        self.slack.close()
         self.locks.close()
-
-
-class Ask(enum.Enum):
-    """What a compile asks the pool for, which sets the first key of its rank."""
-
-    FIRST = "first"  # its first step: rule 1, before any extra step
-    # One more core for a running split step (fast_nvcc.run.core_grants), under
-    # FAST_NVCC_SPLIT_EARLY=1: ranked among the first steps by remaining path, so that a long
-    # pole's split threads get the cores that compiles with shorter paths (slack) would take,
-    # rather than wait for the build's tail.  (Otherwise it asks as an extra step.)
-    POLE = "pole"
-    EXTRA = "extra"  # any other step of a compile that runs one
-
-
-class Admit(enum.Enum):
-    """How a request is let in."""
-
-    SLOT = "slot"  # on a free slot
-    OVER = "over"  # over the pool's size (a first step, while extra steps run)
-    DRAIN = "drain"  # over the pool's size, for a compile near its end (rule 3)
-
-
-def slots_wanted(ask: Ask, *, ahead: int, over: int) -> int:
-    """How many free slots a request needs to see to take one: one for itself and one for each
-    request ranked before it; an extra step also leaves one to each first step running over."""
-    return ahead + 1 + (over if ask is Ask.EXTRA else 0)
-
-
-def admit(ask: Ask, *, ahead: int, free: int, over: int, extras: Callable[[], int],
-          may_drain: Callable[[], bool]) -> Admit | None:  # fmt: skip
-    """The pool's rule for one request: ``ahead`` live requests rank before it, ``free`` slots
-    are free (counted up to :func:`slots_wanted`), ``over`` first steps run over the pool's
-    size; ``extras`` and ``may_drain`` are asked only when they decide.  None: it waits.
-
-    However many compiles arrive while extra steps run, their first steps start (over the
-    pool): tying that to the count of extras left arriving compiles waiting (docs/benchmarks.md).
-    A split step's core never runs over the pool, and lets no first step run over it."""
-    if free >= slots_wanted(ask, ahead=ahead, over=over):
-        return Admit.SLOT
-    if ask is Ask.FIRST and extras():
-        return Admit.OVER
-    if ask is Ask.EXTRA and may_drain():
-        return Admit.DRAIN
-    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,8 @@ def say_task_notes(dag: Dag, records: Sequence[Record], say: Say) -> None:
             say(f"{label}: {record.guess_failed}: {how}")
         if record.memory_stopped:
             say(f"{task.step.label}: stopped {record.memory_stopped:.1f} s while memory ran short")
+        if record.yielded:
+            say(f"{task.step.label}: stopped {record.yielded:.1f} s ({record.yields}x) to give its core to a split step")
         if record.memory_evicted:
             say(f"{task.step.label}: killed to make room for an older step while memory ran short; ran it again")
         elif record.oom_rerun:

@@ -28,7 +28,7 @@ class Admission:
         # Extra cores of running split steps (fast_nvcc.run.core_grants): a local slot and a shared
         # slot each, like a step of their own.
         self._widened: list[int] = []
-        self.refused = ""  # why the last reserve() said no: "slot" or "memory"
+        self.refused = ""  # why the last reserve() or widen() said no: "jobs", "slot" or "memory"
 
     @property
     def _in_use(self) -> int:
@@ -44,15 +44,17 @@ class Admission:
         """Do as many tasks of ``task``'s kind run elsewhere as its handler's ``capacity``?"""
         return capacity is not None and self._elsewhere.get(task.action, 0) >= capacity
 
-    def reserve(self, task: Task, priority: float, *, now: float, short: bool = False) -> bool:
+    def reserve(self, task: Task, priority: float, *, now: float, short: bool = False, memory: bool = True) -> bool:
         """May ``task`` start now?  Within -j, with a shared slot (the implicit one, one held and
         idle, or one newly granted by the jobserver or the pool), and with memory to spare.
 
         A ``short`` step (:mod:`fast_nvcc.graph.short`) needs no shared slot: a -j slot and
-        memory (the rule is :mod:`.dispatch`'s)."""
-        self.refused = "slot"
+        memory (the rule is :mod:`.dispatch`'s).  A step that goes on after a stop (``memory``
+        False: :mod:`.yielding`) holds its memory already."""
+        self.refused = "jobs"
         if not self._free_slots:
             return False
+        self.refused = "slot"
         if short:
             self.refused = "memory"
             return self.memory is None or self.memory.reserve(task.id, now=now)
@@ -67,7 +69,7 @@ class Admission:
         # The memory budget (fast_nvcc.machine.memory) after the slot, so that a step held back for
         # memory gives its slot back (release_idle) to one that fits.
         self.refused = "memory"
-        return self.memory is None or self.memory.reserve(task.id, now=now)
+        return self.memory is None or not memory or self.memory.reserve(task.id, now=now)
 
     def start(self, task: Task, *, takes_slot: bool, capacity: int | None,
               short: bool = False) -> tuple[int | None, str | None]:  # fmt: skip
@@ -95,11 +97,21 @@ class Admission:
         if capacity is not None:
             self._elsewhere[task.action] -= 1
 
+    def pause(self, slot: int | None) -> None:
+        """A running step stops to give its core to a split step (:mod:`.yielding`): its local
+        slot and its shared one go back; it asks again by rank (:meth:`reserve`) to go on."""
+        if slot is not None:
+            self._free_slots.append(slot)
+            self._commands -= 1
+        self.release_idle()
+
     def widen(self, priority: float) -> bool:
         """One more core for a running split step of remaining path ``priority``: a local
         slot (-j) and a shared one, asked for at that rank (beside first steps: ``pole``)."""
+        self.refused = "jobs"
         if not self._free_slots:
             return False
+        self.refused = "slot"
         if self.slots.held < max(0, self._in_use + 1 - self.slots.implicit):
             if not self.slots.try_acquire(priority, pole=True):
                 return False

@@ -170,6 +170,7 @@ class Grants:
         self.pin = pin  # (task, CPUs): hold the task's processes to those CPUs
         self.cpus = sorted(usable_cpus() if cpus is None else cpus)  # the CPUs a grant's cores name
         self._running: dict[int, Grant] = {}
+        self.asking: float | None = None  # the rank a step waits for a core at, since the last poll
         self._yielded = time.monotonic()
         self.locks: SlotLocks | None = None
         if pool_directory is not None:
@@ -196,6 +197,9 @@ class Grants:
         grant = self._running.pop(task_id, None)
         if grant is None:
             return None
+        if not self._running and self.asking is not None:
+            self.asking = None  # (no poll runs without a split step)
+            self.admission.slots.ask_core(None)
         while grant.width > 1:
             self._drop_core(grant)
             self.admission.narrow()
@@ -215,6 +219,7 @@ class Grants:
             if runnable_of is not None:
                 grant.look(runnable_of(grant.task_id))
         changed: list[Grant] = []
+        self.asking = None
         if not self.admission.slots.short_steps_free and time.monotonic() - self._yielded >= self.YIELD_SECONDS:
             self._yielded = time.monotonic()  # (short_steps_free: the pool, which ranks its waiters)
             for grant in self._running.values():
@@ -245,6 +250,9 @@ class Grants:
                 self._add_core(order[0])
                 if order[0] not in changed:
                     changed.append(order[0])
+            if order and self.admission.refused == "slot":  # a running step with slack may give its core (yielding.py)
+                self.asking = order[0].asking
+        self.admission.slots.ask_core(self.asking)
         self._pin(changed)
 
     def _pin(self, changed: list[Grant]) -> None:
@@ -260,6 +268,8 @@ class Grants:
     def close(self) -> None:
         for task_id in list(self._running):
             self.end(task_id)
+        self.asking = None
+        self.admission.slots.ask_core(None)
         if self.locks is not None:
             self.locks.close()
 

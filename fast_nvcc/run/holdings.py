@@ -2,10 +2,12 @@
 (:mod:`.admission`), memory (:mod:`fast_nvcc.machine.memory`), and split steps' cores
 (:mod:`.core_grants`).  A task takes its share as dispatch starts it (this is dispatch's
 :class:`~fast_nvcc.run.dispatch.Offer`) and gives it back as its end is handled; between turns,
-what no task of the run uses goes back to the machine's other compiles."""
+what no task of the run uses goes back to the machine's other compiles, and a running step with
+slack may stop to give its core to a split step on a longer path (:mod:`.yielding`)."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -17,7 +19,9 @@ from .core_grants import Grants, runnable_threads
 from .dispatch import Turn
 from .handlers import Handler
 from .processes import Processes
+from .ready_queue import ReadyQueue
 from .task_records import Record, State
+from .yielding import FLOOR, Candidate, to_stop
 
 if TYPE_CHECKING:
     from ..machine.memory import MemoryBudget
@@ -27,23 +31,31 @@ if TYPE_CHECKING:
 class Holdings:
     # How often split steps' grants are looked at (core_grants): a listing and a few locks.
     GRANTS_POLL = 0.1
+    # How often a run without split steps looks whether one of the machine waits for a core that
+    # a step of ours could give (yielding.py): a listing.
+    YIELD_POLL = 0.25
 
     def __init__(self, tasks: Sequence[Task], records: Sequence[Record], *, jobs: int, slots: Slots,
                  memory: MemoryBudget | None, processes: Processes, env: Mapping[str, str],
                  handler_of: Callable[[int], Handler], priority_of: Callable[[int], float],
-                 now: Callable[[], float]) -> None:  # fmt: skip
+                 now: Callable[[], float], queue: ReadyQueue | None = None) -> None:  # fmt: skip
         self.tasks, self.records = tasks, records  # the run's: a task run again replaces its old self
         self.slots = slots
         self.memory = memory
         self.processes = processes
         self.handler_of = handler_of
         self.priority_of = priority_of  # the rank a task asks the shared slots with
+        # The run's ready queue, where a step stopped for a split step waits to go on (yielding.py;
+        # FAST_NVCC_YIELD=0: no step stops).
+        self.queue = queue if env.get("FAST_NVCC_YIELD", "1") != "0" else None
         self.now = now
         self.admission = Admission(jobs=max(1, jobs), slots=slots, memory=memory)
         # Steps told -split-compile N run on as many cores as the slots grant them (core_grants).
         self.split = {t.id: n for t in tasks if not t.optional and (n := split_threads(t.step.argv))}
         self.grants: Grants | None = None
-        self._grants_polled = -1.0
+        self._grants_polled = self._yield_looked = -1.0
+        # Steps stopped to give their cores to split steps (yielding.py): task -> since when.
+        self.paused: dict[int, float] = {}
         if self.split:
             self.grants = Grants(self.admission, pool_directory=getattr(slots, "directory", None)
                                  or pool_directory(env), pin=processes.pin, now=now)  # fmt: skip
@@ -60,7 +72,7 @@ class Holdings:
     def take(self, task_id: int, *, short: bool) -> bool:
         task, record, handler = self.tasks[task_id], self.records[task_id], self.handler_of(task_id)
         if handler.takes_slot and not self.admission.reserve(task, self.priority_of(task_id), now=self.now(),
-                                                             short=short):  # fmt: skip
+                                                             short=short, memory=task_id not in self.paused):  # fmt: skip
             return False
         record.slot, record.over_pool = self.admission.start(task, takes_slot=handler.takes_slot,
                                                              capacity=handler.capacity, short=short)  # fmt: skip
@@ -78,9 +90,23 @@ class Holdings:
             cores = self.grants.start(task.id, self.split[task.id], self.priority_of(task.id), serial=serial)
             self.processes.pin(task.id, cores)
 
+    def resume(self, task: Task) -> None:
+        """A step stopped for a split step took its room again (:meth:`take`): it goes on,
+        unless the memory guard has stopped it meanwhile (the guard lets it go on)."""
+        record = self.records[task.id]
+        record.yielded += self.now() - self.paused.pop(task.id)
+        self.slots.paused -= 1
+        if self.memory is None or task.id not in self.memory.stopped():
+            self.processes.signal_step(task.id, signal.SIGCONT)
+
     def give_back(self, task: Task) -> None:
         """An ended task's cores, slot and memory."""
         record, handler = self.records[task.id], self.handler_of(task.id)
+        if task.id in self.paused:  # killed while stopped (a failure, a signal)
+            record.yielded += self.now() - self.paused.pop(task.id)
+            self.slots.paused -= 1
+            if self.queue is not None:
+                self.queue.remove(task.id)
         if self.grants is not None:
             grant = self.grants.end(task.id)
             if grant is not None:
@@ -106,10 +132,11 @@ class Holdings:
 
     def share(self, turn: Turn) -> None:
         """After a turn's starts: tasks on idle cores give way to real ones, idle shared slots
-        go back, split steps' cores follow the slots."""
+        go back, split steps' cores follow the slots, and a step with slack may stop for one
+        of the machine's split steps (it waits in the ready queue to go on)."""
         if self.processes.runs_idle_only and (turn.waits or self.slots.outranked(0.0)):
             self.processes.kill_idle_only()  # a real step (ours or a peer's) wants its slot
-        if not turn.blocked:
+        if not turn.blocked and not (self.grants and self.grants.asking is not None):
             self.slots.withdraw()  # nothing of ours waits: others may go first
             if self.memory is not None:
                 self.memory.withdraw()
@@ -120,9 +147,45 @@ class Holdings:
             pids = self.processes.step_pids()
             # A step of ours refused a shared slot takes a core back only from split steps it
             # outranks: a host compile with slack does not hold the long pole's cicc to one core.
-            waiter = turn.waiter if self.admission.refused == "slot" else None
+            waiter = turn.waiter if self.admission.refused in ("slot", "jobs") else None
             self.grants.poll(ours_waiting=None if waiter is None else self.priority_of(waiter), priority_of=self.priority_of,
                              runnable_of=lambda task_id: runnable_threads(pids[task_id]) if task_id in pids else None)  # fmt: skip
+        if self.queue is not None and self.now() - self._yield_looked >= (self.GRANTS_POLL if self.grants else self.YIELD_POLL):
+            self._yield_looked = self.now()
+            self._yield(self.queue)
+
+    def _yield(self, queue: ReadyQueue) -> None:
+        """Tell the pool our lowest step that could give its core, and stop it if a split
+        step of the machine asks for one at a far longer path (:mod:`.yielding`)."""
+        candidates = self._candidates()
+        self.slots.tell_slack(min(c.rank for c in candidates) if candidates else None)
+        if not candidates:
+            return
+        best_ask, lowest_elsewhere = self.slots.yield_to()
+        task_id = to_stop(candidates, best_ask=best_ask, lowest_elsewhere=lowest_elsewhere)
+        if task_id is None or not self.processes.signal_step(task_id, signal.SIGSTOP):
+            return
+        record = self.records[task_id]
+        self.paused[task_id] = self.now()
+        self.slots.paused += 1
+        self.admission.pause(record.slot)
+        record.slot, record.yields = None, record.yields + 1
+        queue.push(self.tasks[task_id])
+
+    def _candidates(self) -> list[Candidate]:
+        """Our running steps that could give their core: each holds a slot of the pool (not
+        one over it, not a short step's), runs a command, is not split and is expected to take
+        yielding.FLOOR seconds or more."""
+        stopped = set(self.memory.stopped()) if self.memory is not None else set()
+        found = []
+        for task_id in self.processes.step_pids():
+            task, record, handler = self.tasks[task_id], self.records[task_id], self.handler_of(task_id)
+            if (record.slot is None or record.over_pool is not None or task_id in self.split or task.optional
+                    or not handler.takes_slot or handler.capacity is not None or task_id in stopped
+                    or self.queue is None or self.queue.expected(task_id) < FLOOR):  # fmt: skip
+                continue
+            found.append(Candidate(task_id, self.priority_of(task_id)))
+        return found
 
     def guard(self) -> PressureGuard | None:
         """Steps are stopped rather than lost when memory runs short (fast_nvcc.machine.pressure)."""
@@ -140,10 +203,16 @@ class Holdings:
             if what == "evict":
                 self.records[task_id].memory_evicted = True
 
-        return PressureGuard(self.memory, signal_step=self.processes.signal_step, on_change=on_change,
+        def signal_step(task_id: int, signum: int) -> bool:
+            if signum == signal.SIGCONT and task_id in self.paused:
+                return True  # stopped for a split step too: it goes on when it has a slot again
+            return self.processes.signal_step(task_id, signum)
+
+        return PressureGuard(self.memory, signal_step=signal_step, on_change=on_change,
                              step_pids=self.processes.step_pids).start()  # fmt: skip
 
     def close(self) -> None:
         if self.grants is not None:
             self.grants.close()
+        self.slots.tell_slack(None)
         self.slots.release_all()

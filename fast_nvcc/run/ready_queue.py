@@ -88,6 +88,10 @@ class ReadyQueue:
         """The rank ``task_id`` asks the shared slots with: its remaining path, scaled."""
         return self.priorities[task_id] * self.scale
 
+    def expected(self, task_id: int) -> float:
+        """The seconds ``task_id`` is expected to take, scaled (0: no estimates)."""
+        return 0.0 if self.work is None else self.work[task_id] * self.scale
+
     @property
     def work_left(self) -> float | None:
         """The seconds of work the compile has left, scaled; None without estimates."""
@@ -132,7 +136,7 @@ class ReadyQueue:
             if record.start is None or record.slot is None:
                 continue
             expected = self.work[record.task_id]
-            took = (record.end if record.end is not None else now) - record.start
+            took = (record.end if record.end is not None else now) - record.start - record.stopped
             if expected < self.OVERRUN_FLOOR and took < self.OVERRUN_FLOOR:
                 continue
             shown = True

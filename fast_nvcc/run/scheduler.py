@@ -98,7 +98,7 @@ class Runner:
         self.launcher = Launcher(context)
         self.holdings = Holdings(self.tasks, self.records, jobs=jobs, slots=slots or Slots(), memory=memory,
                                  processes=self.processes, env=env, handler_of=self._handler,
-                                 priority_of=self.ready.priority, now=self._now)  # fmt: skip
+                                 priority_of=self.ready.priority, now=self._now, queue=self.ready)  # fmt: skip
         self.slots = self.holdings.slots
         # The steps that start without a shared slot (dispatch.py): short ones (graph/short.py)
         # that run here as commands, where the slots rank their waiters (not make's jobserver).
@@ -184,7 +184,7 @@ class Runner:
             return True
         watching = self.readiness.early or any(self.watches)  # files appear while steps run
         grants = self.holdings.grants
-        timeout = 0.05 if watching else Holdings.GRANTS_POLL if grants else 0.5
+        timeout = 0.05 if watching else Holdings.GRANTS_POLL if grants else Holdings.YIELD_POLL
         if turn.blocked:
             timeout = min(timeout, self._blocked.wait(changed=changed))
         end = self.launcher.next_end(timeout=timeout)
@@ -222,6 +222,8 @@ class Runner:
 
     def _launch(self, task: Task) -> None:
         """``task`` took its room (Holdings.take): it starts now."""
+        if task.id in self.holdings.paused:  # stopped for a split step: it goes on (yielding.py)
+            return self.holdings.resume(task)
         record = self.records[task.id]
         record.start = self._now()
         self.holdings.started(task)
@@ -267,7 +269,7 @@ class Runner:
             self.ready.finished(task_id)
             self.slots.left(self.ready.work_left)
             if not record.cached:
-                self.ready.overran(self.dag, task_id, record.seconds)
+                self.ready.overran(self.dag, task_id, record.seconds - record.stopped)
         self.readiness.ended_well(task_id)
 
     def _run_again(self, task: Task, why: str, half_written: tuple[str, ...]) -> None:

@@ -43,6 +43,10 @@ class Record:
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_wait: float = 0.0  # seconds of its wait spent held back by the memory budget
     memory_stopped: float = 0.0  # seconds it was stopped (SIGSTOP) for lack of memory
+    # Stopped (SIGSTOP) to give its core to a split step on a longer path (fast_nvcc.run.yielding):
+    # how many times, and for how many seconds in all.
+    yields: int = 0
+    yielded: float = 0.0
     memory_evicted: bool = False  # stopped, then killed to make room for an older step; run again
     oom_rerun: bool = False  # killed for memory (fast_nvcc.machine.memory) and run again first
     dropped: bool = False  # an optional task that never started, was stopped, or did not help
@@ -61,7 +65,8 @@ class Record:
             self.cpu_seconds = self.max_rss_kb = None
         self.captures.clear()
         self.start = self.end = self.returncode = None
-        self.memory_stopped = 0.0  # of the run that counts
+        self.memory_stopped = self.yielded = 0.0  # of the run that counts
+        self.yields = 0
         self.state = State.SKIPPED
 
     @property
@@ -74,6 +79,11 @@ class Record:
         if self.start is None or self.end is None:
             return 0.0
         return self.end - self.start
+
+    @property
+    def stopped(self) -> float:
+        """Seconds of its run it spent stopped: for lack of memory, or for a split step."""
+        return self.memory_stopped + self.yielded
 
     @property
     def waited(self) -> float:

@@ -833,3 +833,36 @@ def test_the_log_says_which_steps_ran_over_the_pool_and_why(tmp_path):
     newcomer.close()
     other.close()
     assert [r.over_pool for r in records] == ["first"]
+
+
+def test_a_split_steps_ask_and_the_lowest_slack_of_another_compile_are_on_the_pool(tmp_path):
+    """The two boards of yielding.py: the best rank a split step waits for a core at (its own
+    compile's too), and the lowest rank another compile could give a core from (not its own);
+    a compile that tells nothing, or has ended, counts for nothing."""
+    from fast_nvcc.machine.pool_files import Told
+
+    pool = PoolSlots(str(tmp_path / "pool"), 2)
+    assert pool.yield_to() == (None, None)
+    pool.tell_slack(5.0)  # its own slack is not another's
+    pool.ask_core(80.0)
+    assert pool.yield_to() == (80.0, None)
+    other_ask = Told(str(tmp_path / "pool" / "asks"), "a-", owner=os.getpid() + 1)
+    other_slack = Told(str(tmp_path / "pool" / "slack"), "k-", owner=os.getpid() + 1)
+    other_ask.tell(120.0)
+    other_slack.tell(30.0)
+    assert pool.yield_to() == (120.0, 30.0)
+    # An extra step leaves the free slot to a split step that asks above it, as to a waiter.
+    assert pool.try_acquire(0.0)  # this compile's first step: one slot left
+    assert not pool.try_acquire(100.0)
+    assert pool.try_acquire(130.0)
+    pool.release()
+    other_ask.tell(None)  # it got its core
+    assert pool.yield_to() == (80.0, 30.0)
+    assert not pool.try_acquire(50.0)  # its own compile's split step asks above it too
+    assert pool.try_acquire(90.0)
+    pool.release_all()
+    pool.ask_core(None)
+    assert pool.yield_to() == (None, None)  # no ask: the slack is not even read
+    pool.close()
+    other_slack.close()
+    assert not os.listdir(tmp_path / "pool" / "asks") and not os.listdir(tmp_path / "pool" / "slack")

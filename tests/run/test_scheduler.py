@@ -387,3 +387,47 @@ def test_a_slot_free_as_a_step_ends_goes_to_the_step_its_module_id_check_leads_t
     assert host.start >= cicc.end  # the pool's one slot was the cicc's
     assert ptxas.start < host.start  # the slot went to the ptxas, a moment after the check
     assert host.start >= ptxas.end
+
+
+def _yield_run(tmp_path, host_rank: float):
+    """One compile on a pool of two slots: a split cicc (two busy threads for a second after
+    0.3 s of one, ranked 100) and a host compile beside it (busy for 2 s, ranked ``host_rank``)."""
+    from fast_nvcc.machine.slots import PoolSlots
+
+    def task(task_id: int, kind: Kind, script: str, *args: str) -> Task:
+        step = Step(task_id, script, kind, kind.value, ("sh", "-c", script, *args))
+        return Task(task_id, step, Action.EXEC, argv=step.argv)
+
+    busy = "timeout 1 sh -c 'while :; do :; done'"
+    tasks = [task(0, Kind.CICC, f"sleep 0.3; {busy} & {busy} & wait", "-split-compile", "2"),
+             task(1, Kind.HOST_COMPILE, "timeout 2 sh -c 'while :; do :; done'; echo host done")]  # fmt: skip
+    dag = Dag(tuple(tasks), (frozenset(), frozenset()))
+    slots = PoolSlots(str(tmp_path / "pool"), 2, saturated=lambda: False)
+    out = io.BytesIO()
+    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=4,
+                    priorities=[100.0, host_rank], work=[50.0, 5.0], internal=Internal(), slots=slots,
+                    stdout=out, stderr=io.BytesIO())  # fmt: skip
+    try:
+        result = runner.run()
+    finally:
+        runner.close()
+        slots.close()
+    assert result.returncode == 0 and out.getvalue() == b"host done\n"
+    return result.records
+
+
+def test_a_step_with_slack_stops_to_give_its_core_to_a_split_step_and_goes_on_after(tmp_path):
+    """TE's seven long sources, 2026-11-27: gelu_grouped.cu's split cicc got 2-4 cores where
+    it wanted 16, held by host compiles that ended long before their ciccs.  Here the host
+    compile (path 10 s) stops as the cicc's two threads want two cores (its path 100 s), the
+    cicc widens onto its slot, and the host compile goes on once the threads end."""
+    cicc, host = _yield_run(tmp_path, host_rank=10.0)
+    assert cicc.cores == 2  # with the host compile's slot: the pool has two
+    assert host.yields >= 1 and host.yielded > 0.5  # stopped while the threads ran
+    assert host.state is State.DONE  # and went on to its end (its output is there)
+
+
+def test_a_step_on_a_path_near_the_split_steps_keeps_its_core(tmp_path):
+    cicc, host = _yield_run(tmp_path, host_rank=90.0)
+    assert host.yields == 0 and host.yielded == 0.0
+    assert cicc.cores == 1
