@@ -198,6 +198,10 @@ class PoolSlots(Slots):
       them on the machine in all and none while a compile waits for its first step, so that
       they end sooner and the tool starts the next ones (a long pole it held back, perhaps).
 
+    * **A split step's threads may take a core from a step with slack** (:mod:`fast_nvcc.run.yielding`):
+      a split step refused a core posts its ask (``asks/``), every compile its lowest step that
+      could stop (``slack/``); an extra step leaves free slots to the asks ranked above it.
+
     No daemon: waiters poll (a listing and a few non-blocking locks), and the kernel drops a dead
     process's locks, so a killed compile loses no slot and leaves no claim.
     """
