@@ -389,9 +389,10 @@ def test_a_slot_free_as_a_step_ends_goes_to_the_step_its_module_id_check_leads_t
     assert host.start >= ptxas.end
 
 
-def _yield_run(tmp_path, host_rank: float):
+def _yield_run(tmp_path, host_rank: float, *, cicc_exit: int = 0):
     """One compile on a pool of two slots: a split cicc (two busy threads for a second after
-    0.3 s of one, ranked 100) and a host compile beside it (busy for 2 s, ranked ``host_rank``)."""
+    0.3 s of one, ranked 100, then exits ``cicc_exit``) and a host compile beside it (busy for
+    2 s, ranked ``host_rank``, after the cicc in nvcc's order)."""
     from fast_nvcc.machine.slots import PoolSlots
 
     def task(task_id: int, kind: Kind, script: str, *args: str) -> Task:
@@ -399,7 +400,7 @@ def _yield_run(tmp_path, host_rank: float):
         return Task(task_id, step, Action.EXEC, argv=step.argv)
 
     busy = "timeout 1 sh -c 'while :; do :; done'"
-    tasks = [task(0, Kind.CICC, f"sleep 0.3; {busy} & {busy} & wait", "-split-compile", "2"),
+    tasks = [task(0, Kind.CICC, f"sleep 0.3; {busy} & {busy} & wait; exit {cicc_exit}", "-split-compile", "2"),
              task(1, Kind.HOST_COMPILE, "timeout 2 sh -c 'while :; do :; done'; echo host done")]  # fmt: skip
     dag = Dag(tuple(tasks), (frozenset(), frozenset()))
     slots = PoolSlots(str(tmp_path / "pool"), 2, saturated=lambda: False)
@@ -412,8 +413,9 @@ def _yield_run(tmp_path, host_rank: float):
     finally:
         runner.close()
         slots.close()
-    assert result.returncode == 0 and out.getvalue() == b"host done\n"
-    return result.records
+    if cicc_exit == 0:
+        assert result.returncode == 0 and out.getvalue() == b"host done\n"
+    return result
 
 
 def test_a_step_with_slack_stops_to_give_its_core_to_a_split_step_and_goes_on_after(tmp_path):
@@ -421,13 +423,25 @@ def test_a_step_with_slack_stops_to_give_its_core_to_a_split_step_and_goes_on_af
     it wanted 16, held by host compiles that ended long before their ciccs.  Here the host
     compile (path 10 s) stops as the cicc's two threads want two cores (its path 100 s), the
     cicc widens onto its slot, and the host compile goes on once the threads end."""
-    cicc, host = _yield_run(tmp_path, host_rank=10.0)
+    cicc, host = _yield_run(tmp_path, host_rank=10.0).records
     assert cicc.cores == 2  # with the host compile's slot: the pool has two
     assert host.yields >= 1 and host.yielded > 0.5  # stopped while the threads ran
     assert host.state is State.DONE  # and went on to its end (its output is there)
 
 
 def test_a_step_on_a_path_near_the_split_steps_keeps_its_core(tmp_path):
-    cicc, host = _yield_run(tmp_path, host_rank=90.0)
+    cicc, host = _yield_run(tmp_path, host_rank=90.0).records
     assert host.yields == 0 and host.yielded == 0.0
     assert cicc.cores == 1
+
+
+def test_a_step_stopped_for_a_split_step_is_killed_with_the_run_when_that_step_fails(tmp_path):
+    """The cicc fails while the host compile, after it in nvcc's order, is stopped: the run
+    ends with the cicc's exit code, and the stopped step is killed (a stopped process does not
+    see SIGTERM: it is woken for it), none of its processes left."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    result = _yield_run(tmp_path, host_rank=10.0, cicc_exit=3)
+    cicc, host = result.records
+    assert result.returncode == 3 and cicc.state is State.FAILED
+    assert host.yields >= 1 and host.state is State.KILLED
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
