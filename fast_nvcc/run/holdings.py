@@ -157,7 +157,9 @@ class Holdings:
     def _yield(self, queue: ReadyQueue) -> None:
         """Tell the pool our lowest step that could give its core, and stop it if a split
         step of the machine asks for one at a far longer path (:mod:`.yielding`)."""
-        candidates = self._candidates()
+        # While the build tool holds compiles back, a stopped step would keep its job from the
+        # compiles it holds back: only when every compile competes by rank (slots.competes).
+        candidates = self._candidates() if self.slots.competes() else []
         self.slots.tell_slack(min(c.rank for c in candidates) if candidates else None)
         if not candidates:
             return

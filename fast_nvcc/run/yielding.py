@@ -26,8 +26,12 @@ path is much shorter:
   :mod:`fast_nvcc.machine.pressure`), and its time stopped is not its cost: the records keep
   it apart (``yielded``), and history learns the step's running time.
 
-Only the machine-wide pool ranks its waiters, so only there does a step stop; under make's
-jobserver every step keeps its token.  The decision is :func:`to_stop`, unit-tested with
+Only the machine-wide pool ranks its waiters, so only there does a step stop, and only while
+the build tool holds no compile back (every compile competes by rank,
+:meth:`fast_nvcc.machine.slots.PoolSlots.competes`): a stopped step keeps its compile's job of
+ninja's ``-j``, and with compiles waiting for one its work would move to the build's end, as
+under FAST_NVCC_SPLIT_EARLY=1 (docs/scheduling.md).  Under make's jobserver every step keeps its
+token.  The decision is :func:`to_stop`, unit-tested with
 made-up ranks; :class:`fast_nvcc.run.holdings.Holdings` applies it.
 """
 

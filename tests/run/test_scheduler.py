@@ -389,7 +389,7 @@ def test_a_slot_free_as_a_step_ends_goes_to_the_step_its_module_id_check_leads_t
     assert host.start >= ptxas.end
 
 
-def _yield_run(tmp_path, host_rank: float, *, cicc_exit: int = 0):
+def _yield_run(tmp_path, host_rank: float, *, cicc_exit: int = 0, tool_full: bool = False):
     """One compile on a pool of two slots: a split cicc (two busy threads for a second after
     0.3 s of one, ranked 100, then exits ``cicc_exit``) and a host compile beside it (busy for
     2 s, ranked ``host_rank``, after the cicc in nvcc's order)."""
@@ -403,7 +403,7 @@ def _yield_run(tmp_path, host_rank: float, *, cicc_exit: int = 0):
     tasks = [task(0, Kind.CICC, f"sleep 0.3; {busy} & {busy} & wait; exit {cicc_exit}", "-split-compile", "2"),
              task(1, Kind.HOST_COMPILE, "timeout 2 sh -c 'while :; do :; done'; echo host done")]  # fmt: skip
     dag = Dag(tuple(tasks), (frozenset(), frozenset()))
-    slots = PoolSlots(str(tmp_path / "pool"), 2, saturated=lambda: False)
+    slots = PoolSlots(str(tmp_path / "pool"), 2, saturated=lambda: tool_full)
     out = io.BytesIO()
     runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=4,
                     priorities=[100.0, host_rank], work=[50.0, 5.0], internal=Internal(), slots=slots,
@@ -433,6 +433,13 @@ def test_a_step_on_a_path_near_the_split_steps_keeps_its_core(tmp_path):
     cicc, host = _yield_run(tmp_path, host_rank=90.0).records
     assert host.yields == 0 and host.yielded == 0.0
     assert cicc.cores == 1
+
+
+def test_no_step_stops_while_the_build_tool_holds_compiles_back(tmp_path):
+    """A stopped step keeps its compile's job of ninja's -j: while ninja is full, compiles wait
+    for that job, and the stopped work would move to the build's end."""
+    cicc, host = _yield_run(tmp_path, host_rank=10.0, tool_full=True).records
+    assert host.yields == 0 and cicc.cores == 1
 
 
 def test_a_step_stopped_for_a_split_step_is_killed_with_the_run_when_that_step_fails(tmp_path):
