@@ -116,7 +116,8 @@ def _step_fields(s: StepReport) -> dict[str, Any]:
         **({"yielded": round(s.yielded, 6)} if s.yielded else {}),
         **({"oom_rerun": True} if s.oom_rerun else {}),
         **({"guess_failed": s.guess_failed, "guess_lost": round(s.guess_lost, 6)} if s.guess_failed else {}),
-        **({"cores": s.cores, "cores_at": [[round(t, 6), n] for t, n in s.core_timeline]} if s.cores else {}),
+        **({"cores": s.cores, "cores_at": [[round(t, 6), n] for t, n in s.core_timeline],
+            "serial_seconds": round(s.serial_seconds, 3)} if s.cores else {}),
     }
 
 

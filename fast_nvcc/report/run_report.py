@@ -54,6 +54,7 @@ class StepReport:
     guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guess.decisions): why
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
     core_timeline: tuple[tuple[float, int], ...] = ()  # a split step: (seconds into the run, cores) at each change
+    serial_seconds: float = 0.0  # ... and how long its threads ran one at a time
 
     @property
     def cores(self) -> int:
@@ -186,6 +187,7 @@ def build_report(
                 guess_failed=record.guess_failed,
                 guess_lost=record.guess_lost,
                 core_timeline=tuple(record.core_timeline),
+                serial_seconds=record.serial_seconds,
             )
         )
     return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at, tuple(dropped))

@@ -79,6 +79,10 @@ class Grant:
     timeline: list[tuple[float, int]] = field(default_factory=list)  # (when, cores) at each change
     runnable: int | None = None  # its threads running or waiting for a core at the last look (None: unknown)
     idle_looks: int = 0  # looks in a row that found it holding more cores than it wants
+    # Seconds its threads ran one at a time (or none ran), as the looks saw: its serial part,
+    # which no core shortens (FAST_NVCC_LOG's serial_seconds; cicc's front end and tail).
+    serial_seconds: float = 0.0
+    looked: float | None = None  # when it was last looked at (None: not yet)
 
     @property
     def width(self) -> int:
@@ -102,10 +106,15 @@ class Grant:
             return self.threads
         return max(1, min(self.threads, self.runnable))
 
-    def look(self, runnable: int | None) -> None:
-        """What its threads do now (:func:`runnable_threads`; None: it has no live process)."""
+    def look(self, runnable: int | None, *, now: float | None = None) -> None:
+        """What its threads do now (:func:`runnable_threads`; None: it has no live process), at
+        ``now``: the time since the last look counts as serial when at most one thread runs."""
         if runnable is None:
             return
+        if now is not None:
+            if self.looked is not None and runnable <= 1:
+                self.serial_seconds += now - self.looked
+            self.looked = now
         self.runnable = runnable
         self.idle_looks = self.idle_looks + 1 if self.want < self.width else 0
 
@@ -217,7 +226,7 @@ class Grants:
         for grant in self._running.values():
             grant.priority = priority_of(grant.task_id)
             if runnable_of is not None:
-                grant.look(runnable_of(grant.task_id))
+                grant.look(runnable_of(grant.task_id), now=self.now())
         changed: list[Grant] = []
         self.asking = None
         if not self.admission.slots.short_steps_free and time.monotonic() - self._yielded >= self.YIELD_SECONDS:

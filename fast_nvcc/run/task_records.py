@@ -40,6 +40,7 @@ class Record:
     # A split step (-split-compile N, fast_nvcc.run.core_grants): (when, how many cores) its threads
     # were held to, at its start and each change.
     core_timeline: list[tuple[float, int]] = field(default_factory=list)
+    serial_seconds: float = 0.0  # ... and how long its threads ran one at a time (Grant.serial_seconds)
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
     memory_wait: float = 0.0  # seconds of its wait spent held back by the memory budget
     memory_stopped: float = 0.0  # seconds it was stopped (SIGSTOP) for lack of memory

@@ -114,6 +114,14 @@ def test_a_step_wants_a_core_per_runnable_thread_and_idle_cores_go_back_after_th
     assert grant.want == 8
 
 
+def test_the_looks_count_the_seconds_its_threads_ran_one_at_a_time():
+    """FAST_NVCC_LOG's serial_seconds: what no core shortens (cicc's front end and its tail)."""
+    grant = Grant(1, 8, priority=100.0, cores=[0])
+    for now, runnable in ((0.0, 1), (0.1, 1), (0.2, 6), (0.3, 16), (0.4, 1), (0.5, None), (0.6, 0)):
+        grant.look(runnable, now=now)
+    assert grant.serial_seconds == pytest.approx(0.1 + 0.1 + 0.2)  # the look at 0.5 saw nothing
+
+
 def test_only_a_step_whose_threads_want_more_cores_asks_for_one():
     serial = Grant(1, 8, priority=300.0, cores=[0])
     serial.look(1)
@@ -467,6 +475,8 @@ def test_a_split_cicc_is_held_to_its_granted_core_then_widened_and_its_ptx_is_nv
     times, cores = zip(*cicc["cores_at"])
     assert cores[0] == 1 and 2 in cores and list(times) == sorted(times)
     assert cicc["start"] <= times[0] <= times[-1] <= cicc["end"]
+    # and how long its threads ran one at a time: cicc's front end at least, within its life
+    assert 0 < cicc["serial_seconds"] <= cicc["seconds"]
 
 
 @pytest.mark.nvcc
