@@ -56,11 +56,12 @@ def _over_pool(jobs: Sequence[Job]) -> tuple[tuple[str, OverPool], ...]:
 
 
 def _busy_spans(job: Job) -> list[tuple[float, float]]:
-    """When ``job`` ran two or more commands at once, in build time."""
+    """When ``job`` ran two or more commands that hold slots at once, in build time: a short
+    step (``over_pool`` "short": a fatbinary, an ``as``) takes none, so it starves no one."""
     origin = job.start + job.steps_origin
     events = []
     for step in job.record.steps:
-        if step.command and step.start is not None and step.end is not None:
+        if step.command and step.over_pool != "short" and step.start is not None and step.end is not None:
             events += [(origin + step.start, 1), (origin + step.end, -1)]
     events.sort(key=lambda e: (e[0], e[1]))
     spans, level, since = [], 0, 0.0

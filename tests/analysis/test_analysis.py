@@ -684,6 +684,10 @@ def test_waiting_for_slots_across_the_build(tmp_path, capsys):
     code, out, _ = run_main(capsys, log)
     assert "waiting for cores (3 compiles with fast_nvcc's wait times)" in out and "starved: b.o" in out
     assert "over the pool for the compiles nearest their end (rule 3): 1 step of 1 compile" in out
+    # A short step beside A's cicc (a fatbinary: no slot) starves no one.
+    a["steps"][1]["over_pool"] = "short"
+    log = write_jsonl(tmp_path / "short.jsonl", [a, b, c, old])
+    assert analyze(load_build([str(log)])).waiting.starved == ()
 
 
 def test_failed_guesses_across_the_build(tmp_path, capsys):
