@@ -16,7 +16,10 @@ starts one as another ends, as in a big project).  Variants, each from clean:
 * ``fast_nvcc``: fast_nvcc, exact (nothing split), no cost history;
 * ``fast_nvcc-split``: fast_nvcc with ``--split N --split-sources long.cu``, no cost history;
 * ``fast_nvcc-split-early``: the same with FAST_NVCC_SPLIT_EARLY=1 (the split steps' cores rank
-  beside the light compiles' first steps: docs/scheduling.md).
+  beside the light compiles' first steps: docs/scheduling.md);
+* ``fast_nvcc-split-nostop``: ``fast_nvcc-split`` with FAST_NVCC_YIELD=0 (no light compile's step
+  stops for the split cicc's threads: fast_nvcc.run.yielding; at a ``--jobs`` above the
+  compiles' count, where steps stop, the baseline).
 
 Prints the wall times with ratios against plain nvcc and nvcc-split, each build's cpu, and from
 FAST_NVCC_LOG the floor (max(the longest compile's critical path, the steps' cpu / cores)) and
@@ -74,7 +77,8 @@ def kernels(names: range, depth: int, *, first: int = 0) -> str:
                    + " d[threadIdx.x] = x; }\n" for j in names)  # fmt: skip
 
 
-VARIANTS = ("nvcc", "nvcc-t0", SCCACHE_KEY, "nvcc-split", "fast_nvcc", "fast_nvcc-split", "fast_nvcc-split-early")
+VARIANTS = ("nvcc", "nvcc-t0", SCCACHE_KEY, "nvcc-split", "fast_nvcc", "fast_nvcc-split", "fast_nvcc-split-early",
+            "fast_nvcc-split-nostop")  # fmt: skip
 
 
 def write_sources(directory: Path, *, kernels_in_long: int, depth: int, lights: int) -> list[str]:
@@ -172,6 +176,8 @@ def main() -> int:
                     env.update(FAST_NVCC_SPLIT=str(options.split), FAST_NVCC_SPLIT_SOURCES="long.cu")
                 if variant.endswith("-early"):
                     env["FAST_NVCC_SPLIT_EARLY"] = "1"
+                if variant.endswith("-nostop"):
+                    env["FAST_NVCC_YIELD"] = "0"
                 write_ninja(directory, sources, compiler=[*fast_nvcc_command(), "--nvcc", nvcc, "--"], split=[])
             elif variant == SCCACHE_KEY:
                 write_ninja(directory, sources, compiler=[str(sccache), nvcc], split=[], flags="-t0")
