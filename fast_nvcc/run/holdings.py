@@ -137,8 +137,9 @@ class Holdings:
         of the machine's split steps (it waits in the ready queue to go on)."""
         if self.processes.runs_idle_only and (turn.waits or self.slots.outranked(0.0)):
             self.processes.kill_idle_only()  # a real step (ours or a peer's) wants its slot
-        if not turn.blocked and not (self.grants and self.grants.asking is not None):
-            self.slots.withdraw()  # nothing of ours waits: others may go first
+        if not turn.blocked:  # nothing of ours waits: others may go first
+            if not (self.grants and self.grants.asking is not None):  # (a split step's ask stays posted)
+                self.slots.withdraw()
             if self.memory is not None:
                 self.memory.withdraw()
         # A slot freed as a step ended waits for what a step a moment long leads to (dispatch.py).
