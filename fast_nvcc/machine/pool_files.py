@@ -224,10 +224,6 @@ class Told:
         name = f"{self.prefix}{min(_PRIORITY_SPAN, int(max(0.0, value) * 1000)):012d}-{self.owner}"
         self._claim = Claim.post(self._claim, os.path.join(self.directory, name))
 
-    @property
-    def told(self) -> bool:
-        return self._claim is not None
-
     def names(self) -> list[str]:
         """Every live compile's claim, the lowest value first."""
         return live(self.directory, self.prefix)

@@ -45,9 +45,9 @@ class Holdings:
         self.processes = processes
         self.handler_of = handler_of
         self.priority_of = priority_of  # the rank a task asks the shared slots with
-        # The run's ready queue, where a step stopped for a split step waits to go on (yielding.py;
-        # FAST_NVCC_YIELD=0: no step stops).
-        self.queue = queue if env.get("FAST_NVCC_YIELD", "1") != "0" else None
+        # The run's ready queue, where a step stopped for a split step waits to go on (yielding.py):
+        # None where no step stops (FAST_NVCC_YIELD=0, or slots that do not rank their waiters).
+        self.queue = queue if env.get("FAST_NVCC_YIELD", "1") != "0" and slots.short_steps_free else None
         self.now = now
         self.admission = Admission(jobs=max(1, jobs), slots=slots, memory=memory)
         # Steps told -split-compile N run on as many cores as the slots grant them (core_grants).
@@ -90,21 +90,29 @@ class Holdings:
             cores = self.grants.start(task.id, self.split[task.id], self.priority_of(task.id), serial=serial)
             self.processes.pin(task.id, cores)
 
+    @property
+    def yield_poll(self) -> float:
+        """How long the run's loop may wait, with no split step of its own: YIELD_POLL where a
+        step of ours may stop for another compile's split step, else half a second."""
+        return self.YIELD_POLL if self.queue is not None else 0.5
+
     def resume(self, task: Task) -> None:
         """A step stopped for a split step took its room again (:meth:`take`): it goes on,
         unless the memory guard has stopped it meanwhile (the guard lets it go on)."""
-        record = self.records[task.id]
-        record.yielded += self.now() - self.paused.pop(task.id)
-        self.slots.paused -= 1
+        self._unpause(task.id)
         if self.memory is None or task.id not in self.memory.stopped():
             self.processes.signal_step(task.id, signal.SIGCONT)
+
+    def _unpause(self, task_id: int) -> None:
+        """``task_id`` is no longer stopped for a split step: its time stopped is counted."""
+        self.records[task_id].yielded += self.now() - self.paused.pop(task_id)
+        self.slots.paused -= 1
 
     def give_back(self, task: Task) -> None:
         """An ended task's cores, slot and memory."""
         record, handler = self.records[task.id], self.handler_of(task.id)
         if task.id in self.paused:  # killed while stopped (a failure, a signal)
-            record.yielded += self.now() - self.paused.pop(task.id)
-            self.slots.paused -= 1
+            self._unpause(task.id)
             if self.queue is not None:
                 self.queue.remove(task.id)
         if self.grants is not None:
@@ -161,7 +169,7 @@ class Holdings:
         step of the machine asks for one at a far longer path (:mod:`.yielding`)."""
         # While the build tool holds compiles back, a stopped step would keep its job from the
         # compiles it holds back: only when every compile competes by rank (slots.competes).
-        candidates = self._candidates() if self.slots.competes() else []
+        candidates = self._candidates(queue) if self.slots.competes() else []
         self.slots.tell_slack(min(c.rank for c in candidates) if candidates else None)
         if not candidates:
             return
@@ -176,7 +184,7 @@ class Holdings:
         record.slot, record.yields = None, record.yields + 1
         queue.push(self.tasks[task_id])
 
-    def _candidates(self) -> list[Candidate]:
+    def _candidates(self, queue: ReadyQueue) -> list[Candidate]:
         """Our running steps that could give their core: each holds a slot of the pool (not
         one over it, not a short step's), runs a command, is not split and is expected to take
         yielding.FLOOR seconds or more."""
@@ -186,7 +194,7 @@ class Holdings:
             task, record, handler = self.tasks[task_id], self.records[task_id], self.handler_of(task_id)
             if (record.slot is None or record.over_pool is not None or task_id in self.split or task.optional
                     or not handler.takes_slot or handler.capacity is not None or task_id in stopped
-                    or self.queue is None or self.queue.expected(task_id) < FLOOR):  # fmt: skip
+                    or queue.expected(task_id) < FLOOR):  # fmt: skip
                 continue
             found.append(Candidate(task_id, self.priority_of(task_id)))
         return found

@@ -184,7 +184,7 @@ class Runner:
             return True
         watching = self.readiness.early or any(self.watches)  # files appear while steps run
         grants = self.holdings.grants
-        timeout = 0.05 if watching else Holdings.GRANTS_POLL if grants else Holdings.YIELD_POLL
+        timeout = 0.05 if watching else Holdings.GRANTS_POLL if grants else self.holdings.yield_poll
         if turn.blocked:
             timeout = min(timeout, self._blocked.wait(changed=changed))
         end = self.launcher.next_end(timeout=timeout)
