@@ -10,6 +10,7 @@ sources of one project on one machine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -60,8 +61,11 @@ SMOOTHING = 0.5  # weight of the newest measurement
 
 @dataclass(frozen=True, slots=True)
 class Cost:
-    seconds: float
+    seconds: float  # on one core: a split step's (-split-compile N) is its cpu
     rss_kb: int
+    # A split step's serial share: of its seconds, those its threads ran one at a time, which no
+    # core shortens (cicc's front end and tail; None: never measured split, take the tool's).
+    serial: float | None = None
 
 
 # The back of a split host compile: as on the assembly (measured 0.1-0.3 s).
@@ -75,6 +79,7 @@ class Measurement:
     arch: str
     seconds: float
     rss_kb: int
+    serial: float | None = None  # a split step's serial share (Cost.serial)
 
 
 def history_path(env: Mapping[str, str]) -> str:
@@ -104,6 +109,10 @@ class History:
                 " seconds REAL, rss_kb INTEGER, runs INTEGER, updated REAL,"
                 " PRIMARY KEY (source, tool, arch))"
             )
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(costs)")}
+            if "serial" not in columns:  # a history written before split steps' shares were learned
+                with contextlib.suppress(sqlite3.OperationalError):  # (a peer added it a moment ago)
+                    self._db.execute("ALTER TABLE costs ADD COLUMN serial REAL")
             # How fast_nvcc's guesses went per source (fast_nvcc.guess.decisions): the last outcome,
             # why it failed, the seconds it lost then.
             self._db.execute(
@@ -118,14 +127,16 @@ class History:
         source '*' with arch '' (per tool)."""
         try:
             db = self._connect()
-            rows = _rows_of(db, "SELECT source, tool, arch, seconds, rss_kb FROM costs", sources)
-            result = {(s, t, a): Cost(sec, rss) for s, t, a, sec, rss in rows}
-            for tool, arch, sec, rss in db.execute(
-                "SELECT tool, arch, AVG(seconds), MAX(rss_kb) FROM costs GROUP BY tool, arch"
+            rows = _rows_of(db, "SELECT source, tool, arch, seconds, rss_kb, serial FROM costs", sources)
+            result = {(s, t, a): Cost(sec, rss, share) for s, t, a, sec, rss, share in rows}
+            for tool, arch, sec, rss, share in db.execute(
+                "SELECT tool, arch, AVG(seconds), MAX(rss_kb), AVG(serial) FROM costs GROUP BY tool, arch"
             ):
-                result[("", tool, arch)] = Cost(sec, rss)
-            for tool, sec, rss in db.execute("SELECT tool, AVG(seconds), MAX(rss_kb) FROM costs GROUP BY tool"):
-                result[("*", tool, "")] = Cost(sec, rss)
+                result[("", tool, arch)] = Cost(sec, rss, share)
+            for tool, sec, rss, share in db.execute(
+                "SELECT tool, AVG(seconds), MAX(rss_kb), AVG(serial) FROM costs GROUP BY tool"
+            ):
+                result[("*", tool, "")] = Cost(sec, rss, share)
             return result
         except (sqlite3.Error, OSError):
             return {}  # an unreadable history only costs scheduling quality
@@ -166,10 +177,13 @@ class History:
     def record(self, measurements: Iterable[Measurement]) -> None:
         now = time.time()
         self._write([(
-            "INSERT INTO costs VALUES (?, ?, ?, ?, ?, 1, ?) ON CONFLICT (source, tool, arch) DO UPDATE SET"
+            "INSERT INTO costs VALUES (?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT (source, tool, arch) DO UPDATE SET"
             " seconds = ? * excluded.seconds + (1 - ?) * seconds,"
-            " rss_kb = MAX(excluded.rss_kb, rss_kb), runs = runs + 1, updated = excluded.updated",
-            (m.source, m.tool, m.arch, m.seconds, m.rss_kb, now, SMOOTHING, SMOOTHING),
+            " rss_kb = MAX(excluded.rss_kb, rss_kb), runs = runs + 1, updated = excluded.updated,"
+            " serial = CASE WHEN excluded.serial IS NULL OR serial IS NULL THEN COALESCE(excluded.serial, serial)"
+            " ELSE ? * excluded.serial + (1 - ?) * serial END",
+            (m.source, m.tool, m.arch, m.seconds, m.rss_kb, now, m.serial, SMOOTHING, SMOOTHING, SMOOTHING,
+             SMOOTHING),
         ) for m in measurements])  # fmt: skip
 
     def export_rows(self, *, root: str) -> list[dict]:
@@ -177,9 +191,11 @@ class History:
         checkout of the project, elsewhere, finds them).  The history is the user's, shared by
         every project built on the machine: other projects' sources stay out of the export."""
         db = self._connect()
-        rows = db.execute("SELECT source, tool, arch, seconds, rss_kb, runs FROM costs ORDER BY source, tool, arch")
-        return [{"source": relative, "tool": tool, "arch": arch, "seconds": seconds, "rss_kb": rss_kb, "runs": runs}
-                for source, tool, arch, seconds, rss_kb, runs in rows
+        rows = db.execute(
+            "SELECT source, tool, arch, seconds, rss_kb, runs, serial FROM costs ORDER BY source, tool, arch")
+        return [{"source": relative, "tool": tool, "arch": arch, "seconds": seconds, "rss_kb": rss_kb, "runs": runs,
+                 **({} if serial is None else {"serial": serial})}
+                for source, tool, arch, seconds, rss_kb, runs, serial in rows
                 if (relative := _under(source, root)) is not None]  # fmt: skip
 
     def export_guesses(self, *, root: str) -> list[dict]:
@@ -204,9 +220,10 @@ class History:
         """Add exported costs, relative sources under ``root``; what this machine learned
         itself stays.  Returns how many were added."""
         return self._import(
-            "INSERT OR IGNORE INTO costs VALUES (?, ?, ?, ?, ?, ?, ?)", rows, root=root,
+            "INSERT OR IGNORE INTO costs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows, root=root,
             values=lambda row, now: (str(row["tool"]), str(row["arch"]), float(row["seconds"]), int(row["rss_kb"]),
-                                     int(row.get("runs", 1)), now),
+                                     int(row.get("runs", 1)), now,
+                                     None if row.get("serial") is None else float(row["serial"])),
         )  # fmt: skip
 
     def _import(self, insert: str, rows: Iterable[Mapping], *, root: str, values) -> int:

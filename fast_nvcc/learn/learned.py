@@ -195,8 +195,18 @@ def measurements(dag: Dag, records: Sequence[Record], owners: Mapping[int, str])
         if task.action is Action.HOST_BACK and record.split:
             tool = "as"
         if ran and task.action in (Action.EXEC, Action.SHELL, Action.HOST_FRONT, Action.HOST_BACK, Action.REMOTE):
-            found.append(
-                Measurement(owners.get(step.index, ""), tool, step.arch or "", record.seconds - record.stopped,
-                            record.max_rss_kb or 0)  # fmt: skip
-            )
+            seconds, serial = _one_core(record)
+            found.append(Measurement(owners.get(step.index, ""), tool, step.arch or "", seconds,
+                                     record.max_rss_kb or 0, serial))  # fmt: skip
     return found
+
+
+def _one_core(record: Record) -> tuple[float, float | None]:
+    """What a step took on one core, and its serial share when it ran split.  A split step's wall
+    depends on the cores it was granted (core_grants.py): 161 s on 2-4 cores for a cicc of 281 s
+    of cpu, which ranked it below shorter ones on one core.  Its cpu is what one core would take,
+    and its seconds of one thread at a time (``serial_seconds``) are the share no core shortens."""
+    took = record.seconds - record.stopped
+    if not record.core_timeline or not record.cpu_seconds:
+        return took, None
+    return record.cpu_seconds, min(1.0, record.serial_seconds / record.cpu_seconds)

@@ -38,7 +38,8 @@ class Holdings:
     def __init__(self, tasks: Sequence[Task], records: Sequence[Record], *, jobs: int, slots: Slots,
                  memory: MemoryBudget | None, processes: Processes, env: Mapping[str, str],
                  handler_of: Callable[[int], Handler], priority_of: Callable[[int], float],
-                 now: Callable[[], float], queue: ReadyQueue | None = None) -> None:  # fmt: skip
+                 now: Callable[[], float], queue: ReadyQueue | None = None,
+                 serial: Sequence[float | None] = ()) -> None:  # fmt: skip
         self.tasks, self.records = tasks, records  # the run's: a task run again replaces its old self
         self.slots = slots
         self.memory = memory
@@ -52,6 +53,10 @@ class Holdings:
         self.admission = Admission(jobs=max(1, jobs), slots=slots, memory=memory)
         # Steps told -split-compile N run on as many cores as the slots grant them (core_grants).
         self.split = {t.id: n for t in tasks if not t.optional and (n := split_threads(t.step.argv))}
+        # Each split step's serial share, the split model's s (core_grants.on_cores): learned for
+        # its source where it ran split before, else its tool's (nvlink under -dlto: cicc's).
+        self.serial = {i: learned if i < len(serial) and (learned := serial[i]) is not None
+                       else SERIAL_SHARE.get(tasks[i].step.kind.value, SERIAL_SHARE["cicc"]) for i in self.split}  # fmt: skip
         self.grants: Grants | None = None
         self._grants_polled = self._yield_looked = -1.0
         # Steps stopped to give their cores to split steps (yielding.py): task -> since when.
@@ -86,8 +91,8 @@ class Holdings:
         if record.slot is not None and self.memory is not None:
             record.memory_wait = self.memory.waited(task.id)
         if self.grants is not None and task.id in self.split and handler.takes_slot and handler.capacity is None:
-            serial = SERIAL_SHARE.get(task.step.kind.value, SERIAL_SHARE["cicc"])  # (nvlink under -dlto: cicc's)
-            cores = self.grants.start(task.id, self.split[task.id], self.priority_of(task.id), serial=serial)
+            cores = self.grants.start(task.id, self.split[task.id], self.priority_of(task.id),
+                                      serial=self.serial[task.id])  # fmt: skip
             self.processes.pin(task.id, cores)
 
     @property

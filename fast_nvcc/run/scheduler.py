@@ -67,6 +67,7 @@ class Runner:
         priorities: Sequence[float],
         internal: Internal,
         work: Sequence[float] | None = None,
+        serial: Sequence[float | None] = (),  # split steps' learned serial shares (history.Cost.serial)
         handlers: Mapping[Action, Handler] | None = None,
         messages: Sequence[tuple[int, str]] = (),
         combine_output: bool = False,
@@ -98,7 +99,8 @@ class Runner:
         self.launcher = Launcher(context)
         self.holdings = Holdings(self.tasks, self.records, jobs=jobs, slots=slots or Slots(), memory=memory,
                                  processes=self.processes, env=env, handler_of=self._handler,
-                                 priority_of=self.ready.priority, now=self._now, queue=self.ready)  # fmt: skip
+                                 priority_of=self.ready.priority, now=self._now, queue=self.ready,
+                                 serial=serial)  # fmt: skip
         self.slots = self.holdings.slots
         # The steps that start without a shared slot (dispatch.py): short ones (graph/short.py)
         # that run here as commands, where the slots rank their waiters (not make's jobserver).

@@ -79,6 +79,54 @@ def test_a_split_host_compile_is_learned_as_its_parts():
     assert task_cost({}, front, owners).seconds == DEFAULT_SECONDS[Kind.HOST_COMPILE]
 
 
+def test_a_split_step_is_learned_as_its_cpu_and_its_serial_share():
+    """A split step's wall depends on the cores it was granted (161 s on 2-4 cores for a cicc of
+    281 s of cpu in TE's seven): learned as its wall, it ranked below shorter ciccs on one core.
+    Its cpu is what one core would take; its seconds of one thread at a time give its share."""
+    plan = load_plan("compile_1arch")
+    dag = dag_for(plan, faithful=True)
+    owners = {s.index: "/k.cu" for s in plan.steps}
+    records = [Record(t.id, state=State.DONE, start=0.0, end=10.0, cpu_seconds=9.0) for t in dag.tasks]
+    cicc = next(t for t in dag.tasks if t.step.kind is Kind.CICC)
+    records[cicc.id].end, records[cicc.id].cpu_seconds = 161.0, 281.0
+    records[cicc.id].core_timeline, records[cicc.id].serial_seconds = [(0.0, 1), (10.0, 3)], 70.25
+    learned = {m.tool: m for m in measurements(dag, records, owners)}
+    assert (learned["cicc"].seconds, learned["cicc"].serial) == (281.0, 70.25 / 281.0)
+    assert (learned["ptxas"].seconds, learned["ptxas"].serial) == (10.0, None)  # not split: its wall
+
+
+def test_the_serial_share_is_smoothed_kept_and_averaged(tmp_path):
+    history = History(str(tmp_path / "h.sqlite"))
+    history.record([Measurement("/a.cu", "cicc", "sm_90", 200.0, 1, 0.2),
+                    Measurement("/b.cu", "cicc", "sm_90", 100.0, 1, 0.4)])  # fmt: skip
+    history.record([Measurement("/a.cu", "cicc", "sm_90", 300.0, 1, 0.3)])
+    history.record([Measurement("/a.cu", "cicc", "sm_90", 250.0, 1)])  # ran unsplit: the share stays
+    known = history.lookup(["/a.cu"])
+    assert known[("/a.cu", "cicc", "sm_90")] == Cost(250.0, 1, 0.25)
+    assert known[("", "cicc", "sm_90")].serial == pytest.approx((0.25 + 0.4) / 2)  # a new source's guess
+    rows = history.export_rows(root="/")
+    history.close()
+    other = History(str(tmp_path / "o.sqlite"))
+    assert other.import_rows(rows, root="/") == 2
+    assert other.lookup(["/b.cu"])[("/b.cu", "cicc", "sm_90")] == Cost(100.0, 1, 0.4)
+
+
+def test_a_history_from_before_serial_shares_gains_the_column(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "h.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE costs (source TEXT, tool TEXT, arch TEXT, seconds REAL, rss_kb INTEGER, runs INTEGER,"
+               " updated REAL, PRIMARY KEY (source, tool, arch))")  # fmt: skip
+    db.execute("INSERT INTO costs VALUES ('/a.cu', 'cicc', 'sm_90', 7.0, 1, 1, 0)")
+    db.commit()
+    db.close()
+    history = History(str(path))
+    history.record([Measurement("/a.cu", "cicc", "sm_90", 9.0, 1, 0.5)])
+    assert history.lookup(["/a.cu"])[("/a.cu", "cicc", "sm_90")] == Cost(8.0, 1, 0.5)
+    history.close()
+
+
 def test_costs_come_from_history():
     plan = load_plan("compile_1arch")
     dag = dag_for(plan)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -18,11 +19,13 @@ from helpers import UNROLLED_CHAIN, fast_nvcc_command, mask, require_option, run
 
 from fast_nvcc.errors import FastNvccError
 from fast_nvcc.graph.tasks import Action, Task
+from fast_nvcc.learn.history import History
 from fast_nvcc.machine.pool_files import SlotLocks
 from fast_nvcc.machine.slots import Slots
 from fast_nvcc.plan.dryrun import Kind, Step
-from fast_nvcc.plan.split_option import matches, settings, split_threads, with_split
+from fast_nvcc.plan.split_option import SERIAL_SHARE, matches, settings, split_threads, with_split
 from fast_nvcc.run.admission import Admission
+from fast_nvcc.run.holdings import Holdings
 from fast_nvcc.run.core_grants import Grant, Grants, idle, narrowing, on_cores, runnable_threads, widening_order
 
 # What fast_nvcc itself decides: against the first toolchain (conftest).
@@ -216,6 +219,33 @@ def test_free_cores_spread_over_split_steps_so_that_their_paths_end_together(tmp
     grants.poll(ours_waiting=None, priority_of={1: 200.0, 2: 100.0}.__getitem__)
     assert (len(pins[1]), len(pins[2])) == (6, 3)  # each path 33 s on its cores
     grants.close()
+
+
+def test_the_step_with_the_longer_serial_tail_gets_the_cores_for_its_parallel_part(tmp_path):
+    """Two split steps of one path on one core (200 s), one with a serial share of 0.5 (cicc's
+    tail: gelu_grouped.cu ran 76 s of its 93 s alone in one thread), one of 0.1.  The parallel
+    part of the one with the long tail is run first, so that its tail runs beside the other's
+    parallel work: it takes most of the 16 cores, as many as end the later path soonest."""
+    admission, grants, pins = _grants(tmp_path, FreeSlots(free=16))
+    _running(admission, 2)
+    grants.start(1, 16, 200.0, serial=0.5)
+    grants.start(2, 16, 200.0, serial=0.1)
+    grants.poll(ours_waiting=None, priority_of={1: 200.0, 2: 200.0}.__getitem__)
+    assert (len(pins[1]), len(pins[2])) == (13, 3)
+    def later(a: int) -> float:  # the later path's end, with a cores for the first and 16 - a for the second
+        return max(on_cores(200.0, a, serial=0.5), on_cores(200.0, 16 - a, serial=0.1))
+
+    assert later(13) == min(later(a) for a in range(1, 16))
+    grants.close()
+
+
+def test_a_split_step_takes_its_learned_serial_share_else_its_tools(tmp_path):
+    steps = [Step(index=i, text=tool, kind=kind, tool=tool, argv=(tool, "-split-compile", "16"))
+             for i, (tool, kind) in enumerate([("cicc", Kind.CICC), ("ptxas", Kind.PTXAS), ("cicc", Kind.CICC)])]
+    tasks = [Task(i, step, Action.EXEC, argv=step.argv) for i, step in enumerate(steps)]
+    holdings = Holdings(tasks, [], jobs=2, slots=Slots(), memory=None, processes=SimpleNamespace(pin=None), env={},
+                        handler_of=None, priority_of=None, now=time.monotonic, serial=[0.25, None])  # fmt: skip
+    assert holdings.serial == {0: 0.25, 1: SERIAL_SHARE["ptxas"], 2: SERIAL_SHARE["cicc"]}
 
 
 def test_a_step_of_its_own_compile_and_a_better_ranked_waiter_each_take_a_core_back(tmp_path):
@@ -454,6 +484,7 @@ def test_a_split_cicc_is_held_to_its_granted_core_then_widened_and_its_ptx_is_nv
     env = {**os.environ, "FAST_NVCC_POOL_DIR": str(pool), "FAST_NVCC_POOL_SIZE": "2", "TMPDIR": str(tmp_path / "t")}
     env = {k: v for k, v in env.items() if not k.startswith("FAST_NVCC_") or k.startswith("FAST_NVCC_POOL")}
     env["FAST_NVCC_LOG"] = str(tmp_path / "log.jsonl")
+    env["FAST_NVCC_CACHE_DIR"] = str(tmp_path / "state")
     proc = subprocess.Popen(fast_nvcc_command(nvcc, args, ["--summary"]), cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     try:
@@ -477,6 +508,13 @@ def test_a_split_cicc_is_held_to_its_granted_core_then_widened_and_its_ptx_is_nv
     assert cicc["start"] <= times[0] <= times[-1] <= cicc["end"]
     # and how long its threads ran one at a time: cicc's front end at least, within its life
     assert 0 < cicc["serial_seconds"] <= cicc["seconds"]
+    # The history learns it as one core would run it (its cpu), and its own serial share, which
+    # the next compile's split model takes instead of the tool's (run/holdings.py).
+    history = History(str(tmp_path / "state" / "history.sqlite"))
+    learned = history.lookup([str(tmp_path / "kernels.cu")])[(str(tmp_path / "kernels.cu"), "cicc", "compute_90")]
+    history.close()
+    assert learned.seconds == pytest.approx(cicc["cpu_seconds"], abs=0.01)
+    assert learned.serial == pytest.approx(min(1.0, cicc["serial_seconds"] / cicc["cpu_seconds"]), abs=0.01)
 
 
 @pytest.mark.nvcc
