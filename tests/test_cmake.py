@@ -13,7 +13,7 @@ import pytest
 from conftest import TOOLCHAINS
 from helpers import mask
 
-pytestmark = [pytest.mark.nvcc, pytest.mark.cmake]
+pytestmark = [pytest.mark.nvcc, pytest.mark.cmake, pytest.mark.side_by_side]  # outputs and rebuilds only: beside other tests (pyproject.toml)
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "cmake"
 GENERATORS = {"ninja": "Ninja", "make": "Unix Makefiles"}

@@ -40,6 +40,7 @@ def test_the_warning_counts_others_against_the_cores(others, load, busy):
 
 
 @pytest.mark.nvcc
+@pytest.mark.side_by_side  # the printed form and the objects, not the times: beside other tests (pyproject.toml)
 def test_the_demo_prints_what_readme_prints(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo.py")], capture_output=True, text=True,
                           cwd=tmp_path, check=False)  # fmt: skip

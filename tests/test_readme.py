@@ -56,6 +56,7 @@ def test_few_blocks_are_left_out_and_each_says_why():
 
 @pytest.mark.nvcc
 @pytest.mark.cmake
+@pytest.mark.side_by_side  # the commands' exit codes and outputs only: beside other tests (pyproject.toml)
 def test_readmes_commands_run_as_written(tmp_path):
     for tool in ("nvcc", "cmake", "ninja", "make", "ccache"):
         if shutil.which(tool) is None:
