@@ -19,7 +19,10 @@ starts one as another ends, as in a big project).  Variants, each from clean:
   beside the light compiles' first steps: docs/scheduling.md);
 * ``fast_nvcc-split-nostop``: ``fast_nvcc-split`` with FAST_NVCC_YIELD=0 (no light compile's step
   stops for the split cicc's threads: fast_nvcc.run.yielding; at a ``--jobs`` above the
-  compiles' count, where steps stop, the baseline).
+  compiles' count, where steps stop, the baseline);
+* ``fast_nvcc-split-learned``: ``fast_nvcc-split`` again on the costs its build learned (a
+  split step's cpu and serial share: fast_nvcc.learn.history), after an untimed first build if
+  ``fast_nvcc-split`` did not run before it.
 
 Prints the wall times with ratios against plain nvcc and nvcc-split, each build's cpu, and from
 FAST_NVCC_LOG the floor (max(the longest compile's critical path, the steps' cpu / cores)) and
@@ -78,7 +81,7 @@ def kernels(names: range, depth: int, *, first: int = 0) -> str:
 
 
 VARIANTS = ("nvcc", "nvcc-t0", SCCACHE_KEY, "nvcc-split", "fast_nvcc", "fast_nvcc-split", "fast_nvcc-split-early",
-            "fast_nvcc-split-nostop")  # fmt: skip
+            "fast_nvcc-split-nostop", "fast_nvcc-split-learned")  # fmt: skip
 
 
 def write_sources(directory: Path, *, kernels_in_long: int, depth: int, lights: int) -> list[str]:
@@ -168,15 +171,17 @@ def main() -> int:
             env = fast_nvcc_env({"FAST_NVCC_POOL_DIR": str(work / "pool"), "TMPDIR": str(work / "tmp")})
             env = {k: v for k, v in env.items() if not k.startswith("FAST_NVCC_") or k in ("FAST_NVCC_POOL_DIR",)}
             (work / "tmp").mkdir(exist_ok=True)
+            base = variant.removesuffix("-learned")
             if variant.startswith("fast_nvcc"):
                 log = work / f"{variant}.jsonl"
-                # A state directory of its own (history, learned stubs): each one a first build.
-                env.update(FAST_NVCC_LOG=str(log), FAST_NVCC_CACHE_DIR=str(work / f"state-{variant}"))
-                if variant != "fast_nvcc":
+                # A state directory of its own (history, learned stubs): each one a first build; a
+                # -learned variant's is its first build's.
+                env.update(FAST_NVCC_LOG=str(log), FAST_NVCC_CACHE_DIR=str(work / f"state-{base}"))
+                if base != "fast_nvcc":
                     env.update(FAST_NVCC_SPLIT=str(options.split), FAST_NVCC_SPLIT_SOURCES="long.cu")
-                if variant.endswith("-early"):
+                if base.endswith("-early"):
                     env["FAST_NVCC_SPLIT_EARLY"] = "1"
-                if variant.endswith("-nostop"):
+                if base.endswith("-nostop"):
                     env["FAST_NVCC_YIELD"] = "0"
                 write_ninja(directory, sources, compiler=[*fast_nvcc_command(), "--nvcc", nvcc, "--"], split=[])
             elif variant == SCCACHE_KEY:
@@ -188,6 +193,8 @@ def main() -> int:
                   else contextlib.nullcontext()) as server:  # fmt: skip
                 if server is not None:
                     env.update(server[0])
+                if base != variant and base not in results:  # its first build, to learn from, untimed
+                    build(directory, jobs=options.jobs, env={**env, "FAST_NVCC_LOG": str(work / "untimed.jsonl")})
                 wall, cpu = build(directory, jobs=options.jobs, env=env)
                 if server is not None:
                     cpu += server[1]()  # the server's own cpu and its steps'
