@@ -64,6 +64,7 @@ class Record:
             self.guess_failed = guess_failed
             self.guess_lost += self.seconds
             self.cpu_seconds = self.max_rss_kb = None
+            self.serial_seconds = 0.0  # (with its cpu: the two make the serial share learned)
         self.captures.clear()
         self.start = self.end = self.returncode = None
         self.memory_stopped = self.yielded = 0.0  # of the run that counts

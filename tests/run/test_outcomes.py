@@ -49,6 +49,7 @@ def test_outcome(state, killed, redo, oom_rerun, optional, expected):
 def _ran(record: Record) -> Record:
     record.start, record.end, record.returncode, record.state = 1.0, 4.0, 137, SKIPPED
     record.cpu_seconds, record.max_rss_kb, record.memory_stopped = 2.5, 900, 0.5
+    record.serial_seconds = 1.5  # a split step's threads, one at a time
     record.captures.append((2, "/tmp/x.2"))
     return record
 
@@ -61,6 +62,7 @@ def test_a_record_starts_over_after_a_failed_guess():
     assert record.guess_lost == 4.0  # the 3 s it ran are lost, on top of what was lost before
     assert (record.start, record.end, record.returncode, record.state) == (None, None, None, SKIPPED)
     assert record.cpu_seconds is None and record.max_rss_kb is None  # it ran another command
+    assert record.serial_seconds == 0.0  # as its cpu: the split share learned is the rerun's
     assert record.captures == [] and record.memory_stopped == 0.0
 
 
@@ -70,4 +72,5 @@ def test_a_record_starts_over_after_a_kill_for_memory():
     assert record.guess_failed == "" and record.guess_lost == 0.0
     assert (record.start, record.end, record.returncode, record.state) == (None, None, None, SKIPPED)
     assert (record.cpu_seconds, record.max_rss_kb) == (2.5, 900)  # the same command: still counted
+    assert record.serial_seconds == 1.5
     assert record.captures == [] and record.memory_stopped == 0.0
