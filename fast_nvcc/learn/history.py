@@ -180,8 +180,8 @@ class History:
             "INSERT INTO costs VALUES (?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT (source, tool, arch) DO UPDATE SET"
             " seconds = ? * excluded.seconds + (1 - ?) * seconds,"
             " rss_kb = MAX(excluded.rss_kb, rss_kb), runs = runs + 1, updated = excluded.updated,"
-            " serial = CASE WHEN excluded.serial IS NULL OR serial IS NULL THEN COALESCE(excluded.serial, serial)"
-            " ELSE ? * excluded.serial + (1 - ?) * serial END",
+            # smoothed where both are known (NULL arithmetic), else whichever is
+            " serial = COALESCE(? * excluded.serial + (1 - ?) * serial, excluded.serial, serial)",
             (m.source, m.tool, m.arch, m.seconds, m.rss_kb, now, m.serial, SMOOTHING, SMOOTHING, SMOOTHING,
              SMOOTHING),
         ) for m in measurements])  # fmt: skip
