@@ -164,3 +164,66 @@ def test_a_compiles_own_ciccs_start_longest_learned_first(heaviest):
     assert [t.step.arch for t in ciccs] == ["compute_75", "compute_80", "compute_90"]
     first = dag.tasks[order(queue, dag, [t.id for t in ciccs])[0]]
     assert first.step.arch == heaviest
+
+
+PROBE = len(SHAPE)  # the cicc's stub probe: its front end alone (an optional task of its own)
+
+
+def _probed_scale(*runs, now, cicc_cost=None):
+    """The compile's scale with a stub probe of its cicc, once ``runs`` ((task, start, end or
+    None, state)) are seen."""
+    dag, costs = compile_dag(), default_costs()
+    if cicc_cost is not None:
+        costs[CICC] = cicc_cost  # learned
+    queue = ReadyQueue([*priorities(dag, costs), 0.0], work=[*costs, 0.0], probes={PROBE: CICC})
+    records = [Record(task, start=start, end=end, slot=0, state=state) for task, start, end, state in runs]
+    queue.rescale(records, now=now, slots=Slots())
+    return queue.scale
+
+
+def test_a_stub_probe_ranks_its_compile_by_its_ciccs_front_end():
+    """TE's seven on 16 cores, a first build: each cicc runs far past the default's 8 s, alike,
+    so their own time ranks them the same; gelu_grouped.cu's probe took 5.7 s and
+    fused_topk's 2.5 s (their ciccs 344 s and 170 s of cpu).  Seconds into the build, with
+    the ciccs running, the probes rank the compiles PROBE_RATIO times their seconds over the
+    cicc's estimate."""
+    done, running = State.DONE, State.SKIPPED
+    gelu = _probed_scale((PROBE, 0.8, 6.5, done), (CICC, 2.6, None, running), now=7.0)
+    fused = _probed_scale((PROBE, 0.6, 3.1, done), (CICC, 0.7, None, running), now=7.0)
+    ratio = ReadyQueue.PROBE_RATIO / DEFAULT_SECONDS[Kind.CICC]
+    assert gelu == pytest.approx(5.7 * ratio) and fused == pytest.approx(2.5 * ratio)
+    # without the probes both would rank by the cicc's own 4-6 s against 8: not over it yet
+    assert _probed_scale((CICC, 2.6, None, running), now=7.0) == 1.0
+    # a probe still running, or stopped because the cicc ended first, says nothing
+    assert _probed_scale((PROBE, 0.8, None, running), (CICC, 2.6, None, running), now=7.0) == 1.0
+    assert _probed_scale((PROBE, 0.8, 6.5, State.KILLED), (CICC, 2.6, None, running), now=7.0) == 1.0
+
+
+def test_what_the_cicc_took_replaces_what_its_probe_said():
+    """The probe's guess holds while its cicc runs; once the cicc ends, its own overrun counts
+    (here 40 s against 8: five times, below the probe's guess), and a cicc whose learned cost
+    is already what the probe says is not scaled at all."""
+    done = State.DONE
+    assert _probed_scale((PROBE, 0.8, 6.5, done), (CICC, 2.6, 42.6, done), now=43.0) == pytest.approx(5.0)
+    assert _probed_scale((PROBE, 0.8, 6.5, done), (CICC, 2.6, None, State.SKIPPED), now=43.0) \
+        == pytest.approx(5.7 * ReadyQueue.PROBE_RATIO / DEFAULT_SECONDS[Kind.CICC])  # fmt: skip
+    assert _probed_scale((PROBE, 0.8, 6.5, done), (CICC, 2.6, None, State.SKIPPED), now=7.0, cicc_cost=344.0) == 1.0
+
+
+def test_the_runner_knows_each_probes_cicc():
+    """A split compile's plan as the run gets it: the stub probe stands for the last cicc (not
+    its module_id check, a task of the same step)."""
+    from fast_nvcc.graph.choose import choose_dag
+    from fast_nvcc.learn.learned import Learned
+    from fast_nvcc.run.scheduler import _probes
+
+    from plans import load_plan
+
+    plan = load_plan("compile_3arch")
+    dag = choose_dag(plan, Learned.nothing(plan), workdir="/w", sequential=False, faithful=False, watched=False,
+                     env={}, say=lambda message: None)  # fmt: skip
+    probes = _probes(dag)
+    assert probes, "the plan has a stub probe"
+    for probe, cicc in probes.items():
+        assert dag.tasks[probe].action is Action.STUB_PROBE
+        assert dag.tasks[cicc].action is Action.EXEC and dag.tasks[cicc].step is dag.tasks[probe].step
