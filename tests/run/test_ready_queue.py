@@ -210,20 +210,26 @@ def test_what_the_cicc_took_replaces_what_its_probe_said():
     assert _probed_scale((PROBE, 0.8, 6.5, done), (CICC, 2.6, None, State.SKIPPED), now=7.0, cicc_cost=344.0) == 1.0
 
 
-def test_the_runner_knows_each_probes_cicc():
-    """A split compile's plan as the run gets it: the stub probe stands for the last cicc (not
-    its module_id check, a task of the same step)."""
+def test_the_runner_knows_each_split_compiles_probe_and_its_cicc():
+    """A split compile's plan as the run gets it: its urgent stub probe stands for the last
+    cicc (not its module_id check, a task of the same step).  An unsplit compile's probe runs
+    on idle cores only, and ranks nothing."""
     from fast_nvcc.graph.choose import choose_dag
     from fast_nvcc.learn.learned import Learned
+    from fast_nvcc.plan.dryrun import parse_plan
     from fast_nvcc.run.scheduler import _probes
 
-    from plans import load_plan
+    from plans import load
 
-    plan = load_plan("compile_3arch")
-    dag = choose_dag(plan, Learned.nothing(plan), workdir="/w", sequential=False, faithful=False, watched=False,
-                     env={}, say=lambda message: None)  # fmt: skip
-    probes = _probes(dag)
-    assert probes, "the plan has a stub probe"
-    for probe, cicc in probes.items():
-        assert dag.tasks[probe].action is Action.STUB_PROBE
-        assert dag.tasks[cicc].action is Action.EXEC and dag.tasks[cicc].step is dag.tasks[probe].step
+    header, body = load("compile_3arch_md")
+    split = body.replace('"$CICC_PATH/cicc" ', '"$CICC_PATH/cicc" -split-compile 8 ')
+    for text, ranked in ((split, True), (body, False)):
+        plan = parse_plan(text, env={}, cwd=header["cwd"])
+        dag = choose_dag(plan, Learned.nothing(plan), workdir="/w", sequential=False, faithful=False, watched=False,
+                         env={}, say=lambda message: None)  # fmt: skip
+        assert any(t.action is Action.STUB_PROBE for t in dag.tasks)
+        probes = _probes(dag)
+        assert bool(probes) == ranked
+        for probe, cicc in probes.items():
+            assert dag.tasks[probe].action is Action.STUB_PROBE
+            assert dag.tasks[cicc].action is Action.EXEC and dag.tasks[cicc].step is dag.tasks[probe].step
