@@ -29,10 +29,11 @@ class ReadyQueue:
     # cicc's ptxas, cudafe++'s host compile, which the per-tool defaults would rank the other
     # way round (docs/benchmarks.md: FOLLOWERS).
     FOLLOWERS = {Kind.CICC: Kind.PTXAS, Kind.CUDAFE: Kind.HOST_COMPILE}
-    # A cicc takes at least this many times its front end alone (a stub probe's seconds): until
-    # the cicc ends and says what it took, a compile whose probe ran long is that much heavier
-    # than its estimates.  TransformerEngine's seven long sources, 16 cores, 2026-11-27: a cicc's
-    # cpu was 27-68 times its probe's (docs/benchmarks.md: PROBE_RATIO).
+    # A long pole's cicc takes this many times its front end alone (a stub probe's seconds) or
+    # more: until the cicc ends and says what it took, a split compile whose probe ran long is
+    # that much heavier than its estimates.  TransformerEngine's seven long sources, 16 cores,
+    # 2026-11-27: a cicc's cpu was 27-68 times its probe's; Thrust-heavy sources 1.4-1.8, so
+    # only a split compile's probe ranks (docs/benchmarks.md: PROBE_RATIO).
     PROBE_RATIO = 25.0
 
     def __init__(self, priorities: Sequence[float], *, work: Sequence[float] | None = None,
@@ -163,7 +164,6 @@ class ReadyQueue:
             return False
         self.scale = scale
         return True
-
 
     def probed(self, records: Sequence[Record]) -> float | None:
         """How much heavier than its estimate the compile's heaviest cicc still running (or not
