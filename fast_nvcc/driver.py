@@ -23,6 +23,7 @@ from .graph.paths import priorities
 from .graph.tasks import Action, Dag
 from .learn.history import cache_directory
 from .learn.learned import Learned
+from .learn.pruning import prune_when_due
 from .machine.cpus import usable_cpus
 from .machine.slots import slots_from_environment
 from .passthrough import run_unchanged
@@ -208,6 +209,7 @@ def _run(config: Config, invocation: Invocation, dag: Dag, learned: Learned, *, 
                 conclude(remote, result.records)
             # 6. learn: the measured costs and the guesses' outcomes, into the history
             learned.record(dag, result.records, cwd=cwd)
+            prune_when_due(env)  # what no compile used for FAST_NVCC_KEEP_DAYS (learn/pruning.py)
             # 9. report, and the exit code
             return _report(config, invocation, dag, result, remote=remote, traces=traces, trace_value=trace_value,
                            jobs=jobs, observer=observer, owners=learned.owners, started=started)  # fmt: skip

@@ -82,8 +82,11 @@ class Measurement:
     serial: float | None = None  # a split step's serial share (Cost.serial)
 
 
+HISTORY_FILE = "history.sqlite"  # in the cache directory
+
+
 def history_path(env: Mapping[str, str]) -> str:
-    return os.path.join(cache_directory(env), "history.sqlite")
+    return os.path.join(cache_directory(env), HISTORY_FILE)
 
 
 def cache_directory(env: Mapping[str, str]) -> str:
@@ -241,6 +244,15 @@ class History:
             db.execute("ROLLBACK")
             raise
         return added
+
+    def forget(self, *, before: float) -> int:
+        """Remove the costs and guesses no compile has updated since ``before`` (Unix time): a
+        source removed or renamed, a build directory gone.  Returns how many rows went."""
+        gone = 0
+        db = self._connect()
+        for table in ("costs", "guesses"):
+            gone += db.execute(f"DELETE FROM {table} WHERE updated < ?", (before,)).rowcount
+        return gone
 
     def close(self) -> None:
         if self._db is not None:
