@@ -4,13 +4,13 @@ out to be against its estimates, which raises its rank on the machine-wide pool.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from ..graph.paths import priorities
 from ..graph.tasks import Dag, Task
 from ..machine.slots import Slots
 from ..plan.dryrun import Kind
-from .task_records import Record, State
+from .task_records import Record
 
 
 class ReadyQueue:
@@ -29,18 +29,10 @@ class ReadyQueue:
     # cicc's ptxas, cudafe++'s host compile, which the per-tool defaults would rank the other
     # way round (docs/benchmarks.md: FOLLOWERS).
     FOLLOWERS = {Kind.CICC: Kind.PTXAS, Kind.CUDAFE: Kind.HOST_COMPILE}
-    # A long pole's cicc takes this many times its front end alone (a stub probe's seconds) or
-    # more: until the cicc ends and says what it took, a split compile whose probe ran long is
-    # that much heavier than its estimates.  TransformerEngine's seven long sources, 16 cores,
-    # 2026-11-27: a cicc's cpu was 27-68 times its probe's; Thrust-heavy sources 1.4-1.8, so
-    # only a split compile's probe ranks (docs/benchmarks.md: PROBE_RATIO).
-    PROBE_RATIO = 25.0
 
-    def __init__(self, priorities: Sequence[float], *, work: Sequence[float] | None = None,
-                 probes: Mapping[int, int] | None = None) -> None:  # fmt: skip
+    def __init__(self, priorities: Sequence[float], *, work: Sequence[float] | None = None) -> None:
         self.priorities = priorities
         self.work = work  # each task's expected seconds: what is left is told to the slots
-        self.probes = probes or {}  # a stub probe's task -> the cicc whose front end it runs
         self.scale = 1.0  # how many times heavier this compile is than its estimates
         self._own_scale = 1.0  # ... as far as its own long steps have shown
         self._told_scale = 0.0  # what the slots were last told of that
@@ -130,9 +122,8 @@ class ReadyQueue:
 
     def rescale(self, records: Sequence[Record], *, now: float, slots: Slots) -> bool:
         """Look again (every RESCALE_EVERY seconds) at how far this compile's long steps ran
-        past their estimates, and what its stub probes say of their ciccs (:meth:`probed`);
-        True when the scale changed.  Until one of its long steps has started or a probe has
-        ended, a compile knows nothing of itself, and takes the median of what its peers on
+        past their estimates; True when the scale changed.  Until one of its long steps has
+        started, a compile knows nothing of itself, and takes the median of what its peers on
         the machine told ``slots``, so that a cicc not yet started is not ranked below peers
         already shown heavy (docs/benchmarks.md: the peers' scale)."""
         if self.work is None:
@@ -142,8 +133,8 @@ class ReadyQueue:
         self._scaled_at = now
         own, shown = self._own_scale, False
         for record in records:
-            if record.start is None or record.slot is None or record.task_id in self.probes:
-                continue  # (a probe's seconds say what its cicc will take: probed)
+            if record.start is None or record.slot is None:
+                continue
             expected = self.work[record.task_id]
             took = (record.end if record.end is not None else now) - record.start - record.stopped
             if expected < self.OVERRUN_FLOOR and took < self.OVERRUN_FLOOR:
@@ -151,10 +142,8 @@ class ReadyQueue:
             shown = True
             own = max(own, took / max(expected, self.OVERRUN_FLOOR))
         self._own_scale = own
-        probed = self.probed(records)
-        if shown or probed is not None:
-            own = max(own, probed or 0.0)
-            if abs(own - self._told_scale) > self._told_scale * 0.05:
+        if shown:
+            if own > self._told_scale * 1.05:
                 slots.tell_scale(own)
                 self._told_scale = own
             scale = own
@@ -164,28 +153,6 @@ class ReadyQueue:
             return False
         self.scale = scale
         return True
-
-    def probed(self, records: Sequence[Record]) -> float | None:
-        """How much heavier than its estimate the compile's heaviest cicc still running (or not
-        yet started) is, as its stub probe's seconds say: PROBE_RATIO times them, over the
-        cicc's estimate; None where no such probe has ended.  A first build's ciccs all overrun
-        the default alike as they run side by side, so their own time cannot tell a long pole
-        from the rest until the lighter ones end; the probe ends seconds in (TE's seven: 2.5 to
-        7.5 s, the three longest ciccs among the three longest probes)."""
-        if self.work is None or not self.probes:
-            return None
-        ended = {r.task_id: r for r in records}
-        found = None
-        for probe, cicc in self.probes.items():
-            run, whole = ended.get(probe), ended.get(cicc)
-            if run is None or run.state is not State.DONE or run.start is None or run.end is None:
-                continue
-            if whole is not None and whole.end is not None:
-                continue  # the cicc ended: what it took counts, not what was guessed
-            took = run.end - run.start - run.stopped
-            guess = took * self.PROBE_RATIO / max(self.work[cicc], self.OVERRUN_FLOOR)
-            found = max(found or 0.0, guess)
-        return found
 
 
 def _reached(dag: Dag, start: int, kind: Kind) -> list[int]:

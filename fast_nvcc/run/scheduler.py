@@ -87,7 +87,7 @@ class Runner:
         self.on_event = on_event
         self.captures = Captures(workdir)  # in memory: a full $TMPDIR must not swallow them
         ranks, expected = _optional_last(dag, priorities, work)
-        self.ready = ReadyQueue(ranks, work=expected, probes=_probes(dag))
+        self.ready = ReadyQueue(ranks, work=expected)
         self.processes = Processes(env=env, cwd=cwd, workdir=workdir, combine_output=combine_output,
                                    captures=self.captures)  # fmt: skip
         self.readiness = Readiness(dag, self.tasks, self.records, self.ready, early=EarlyInputs(dag, cwd=cwd),
@@ -310,15 +310,6 @@ MOMENT = 0.5  # seconds
 def _running_moments(moments: frozenset[int], records: Sequence[Record], processes: Processes, now: float) -> list[int]:
     """The steps a moment long that run now, started at most MOMENT seconds ago."""
     return [t for t in moments if processes.runs(t) and now - (records[t].start or now) <= MOMENT]
-
-
-def _probes(dag: Dag) -> dict[int, int]:
-    """Each urgent stub probe's task (a split compile's: the user named it a long pole) and the
-    cicc's whose front end it runs alone (ReadyQueue.probed).  A probe that runs on idle cores
-    only ranks nothing: of Thrust-heavy sources, a cicc took only 1.4-1.8 times its probe."""
-    return {probe.id: cicc.id for probe in dag.tasks if probe.action is Action.STUB_PROBE and probe.urgent
-            for cicc in dag.tasks if cicc.step is probe.step and not cicc.optional
-            and cicc.action not in (Action.CHECK_MODULE_ID, Action.STUB_PROBE)}  # fmt: skip
 
 
 def _optional_last(dag: Dag, priorities: Sequence[float],
