@@ -176,11 +176,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .report.log_path import resolve_log_path  # relative to where the build started
 
         log = resolve_log_path(log)
-    device_trace = options.device_trace or os.environ.get("FAST_NVCC_DEVICE_TRACE", "0") not in ("", "0")
     try:
+        from . import settings as environment
         from .driver import Config, run
         from .plan.split_option import settings
 
+        environment.check(os.environ)
+        device_trace = options.device_trace or environment.switch(os.environ, "FAST_NVCC_DEVICE_TRACE")
         split, split_sources = settings(options.split, options.split_sources, os.environ)
         config = Config(
             nvcc=nvcc or options.nvcc,

@@ -41,6 +41,7 @@ from .run.leftovers import make_workdir, remove_dead
 from .run.outputs import fresh_outputs, remove_partial_outputs, remove_temp_files, settle
 from .run.scheduler import Runner
 from .run.signals import Interrupted, Interruptions
+from .settings import count
 
 if TYPE_CHECKING:
     from .cache.store import StepCache
@@ -87,10 +88,7 @@ def jobs_for(config: Config, env=os.environ) -> int:
         return 1
     if config.jobs:
         return config.jobs
-    value = env.get("FAST_NVCC_JOBS", "")
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    return len(usable_cpus())
+    return count(env, "FAST_NVCC_JOBS") or len(usable_cpus())
 
 
 def run(config: Config, args: Sequence[str]) -> int:

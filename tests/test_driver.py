@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from fast_nvcc.driver import Config, jobs_for
+from fast_nvcc.errors import FastNvccError
 from fast_nvcc.graph.tasks import Action
 from fast_nvcc.machine.cpus import usable_cpus
 from fast_nvcc.plan.dryrun import Plan
@@ -21,11 +22,16 @@ from plans import dag_for, load_plan
         (Config(), {"FAST_NVCC_JOBS": "3"}, 3),
         (Config(jobs=5), {"FAST_NVCC_JOBS": "3"}, 5),
         (Config(sequential=True, jobs=5), {}, 1),
-        (Config(), {"FAST_NVCC_JOBS": "zero"}, None),
+        (Config(), {"FAST_NVCC_JOBS": ""}, None),
     ],
 )
 def test_jobs(config, env, jobs):
     assert jobs_for(config, env) == (jobs if jobs is not None else len(usable_cpus()))
+
+
+def test_jobs_that_are_no_count_are_an_error():
+    with pytest.raises(FastNvccError, match="FAST_NVCC_JOBS='zero'"):
+        jobs_for(Config(), {"FAST_NVCC_JOBS": "zero"})
 
 
 def test_a_dag_in_doubt_runs_in_nvccs_order(capsys):

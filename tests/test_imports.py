@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "fast_nvcc"
 # of the package (cli, driver, passthrough, __main__) string the stages together and are
 # imported by none of them.
 STAGES = ("plan", "graph", "machine", "run", "guess", "learn", "cache", "remote", "report", "analysis")
-BASE = ("", "errors", "files", "arguments")  # "": the package itself (its __version__)
+BASE = ("", "errors", "files", "arguments", "settings")  # "": the package itself (its __version__)
 
 
 def module_name(path: Path, *, root: Path) -> str:

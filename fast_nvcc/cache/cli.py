@@ -7,7 +7,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .handlers import CacheError, open_cache
+from ..errors import FastNvccError
+from .handlers import open_cache
 
 
 def build_parser():
@@ -24,7 +25,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         options = build_parser().parse_args(list(argv))
         cache = open_cache(os.environ)
-    except CacheError as exc:
+    except FastNvccError as exc:
         print(f"fast_nvcc: error: {exc}", file=sys.stderr)
         return 2
     if options.action == "clear":

@@ -5,11 +5,10 @@ says what a key covers)."""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ..errors import FastNvccError
+from .. import settings
 from ..files import read_bytes
 from ..graph.tasks import Action
 from ..learn.history import cache_directory
@@ -17,28 +16,14 @@ from ..plan.dryrun import Plan
 from .keys import KeyMaker, Prepared
 from .store import DEFAULT_SIZE, StepCache
 
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", re.IGNORECASE)
-
-
-class CacheError(FastNvccError):
-    pass
-
 
 def cache_enabled(env: Mapping[str, str], flag: bool) -> bool:
-    return flag or env.get("FAST_NVCC_CACHE", "") not in ("", "0")
-
-
-def parse_size(text: str) -> int:
-    match = _SIZE.fullmatch(text.strip())
-    if not match:
-        raise CacheError(f"FAST_NVCC_CACHE_SIZE={text!r}: use a size such as 500M or 5G")
-    number, unit = match.groups()
-    return int(float(number) * 1024 ** "_KMGT".index(unit.upper() or "_"))
+    return flag or settings.switch(env, "FAST_NVCC_CACHE")
 
 
 def open_cache(env: Mapping[str, str]) -> StepCache:
-    size = env.get("FAST_NVCC_CACHE_SIZE")
-    return StepCache(cache_directory(env), size_limit=parse_size(size) if size else DEFAULT_SIZE)
+    limit = settings.cache_size(env)
+    return StepCache(cache_directory(env), size_limit=DEFAULT_SIZE if limit is None else limit)
 
 
 # -- the cached command, as the scheduler runs it ---------------------------------------------

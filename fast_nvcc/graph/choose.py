@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from ..plan.dryrun import Plan, Step
+from ..settings import stub_probe, switch
 from .build import build_dag, sequential_dag
 from .tasks import Dag
 
@@ -37,12 +38,12 @@ def choose_dag(
     shell = faithful
     if sequential:
         return sequential_dag(plan, shell=shell)
-    split = not (faithful or watched or env.get("FAST_NVCC_SPLIT_HOST", "1") == "0")
+    split = switch(env, "FAST_NVCC_SPLIT_HOST") and not (faithful or watched)
     dag = build_dag(plan, shell=shell, speculate=not faithful and guesses.guess_module_id,
                     split_host=split and guesses.split_host, early_stub=guesses.early_stub,
-                    probe_stubs=env.get("FAST_NVCC_STUB_PROBE", "1") != "0",
-                    urgent_probes=env.get("FAST_NVCC_STUB_PROBE", "1") != "idle",
-                    learned_stubs=env.get("FAST_NVCC_LEARNED_STUB", "1") != "0", workdir=workdir)  # fmt: skip
+                    probe_stubs=stub_probe(env) != "off",
+                    urgent_probes=stub_probe(env) != "idle",
+                    learned_stubs=switch(env, "FAST_NVCC_LEARNED_STUB"), workdir=workdir)  # fmt: skip
     if dag.problems:
         for problem in dag.problems:
             say(f"running the plan in nvcc's order: {problem}")

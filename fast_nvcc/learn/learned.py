@@ -20,6 +20,7 @@ from ..machine.memory import MemoryBudget, budget_from_environment
 from ..machine.slots import pool_directory
 from ..plan.dryrun import Kind, Plan, Step, temp_name
 from ..run.task_records import Record, State
+from ..settings import switch
 from .history import ASSEMBLE, Cost, History, Measurement, estimate, history_path
 
 _FREE = Cost(0.0, 0)
@@ -41,7 +42,7 @@ class Learned:
 
     @classmethod
     def load(cls, plan: Plan, sources: Sequence[str], *, env: Mapping[str, str] = os.environ) -> Learned:
-        history = History(history_path(env)) if env.get("FAST_NVCC_HISTORY", "1") != "0" else None
+        history = History(history_path(env)) if switch(env, "FAST_NVCC_HISTORY") else None
         costs = history.lookup(sources) if history else {}
         memory = history.guesses(sources) if history else guesses.NOTHING_KNOWN
         return cls(plan, history, costs, memory, source_of_steps(plan, sources),

@@ -8,7 +8,7 @@ longer built: their entries would stay forever, and a machine that builds many b
 directories (CI runners, one per branch) gathers one stub per source and directory.
 
 So once a day at most (the ``pruned`` file's time), a compile as it ends removes the learned
-stubs not rewritten for ``FAST_NVCC_KEEP_DAYS`` days (default :data:`KEEP_DAYS`) and the
+stubs not rewritten for ``FAST_NVCC_KEEP_DAYS`` days (default :data:`fast_nvcc.settings.KEEP_DAYS`) and the
 history's rows not updated for as long, and the temporary files a killed writer left there.
 ``FAST_NVCC_KEEP_DAYS=0`` keeps everything.  It never fails a compile: what cannot be read or
 removed stays.
@@ -23,19 +23,16 @@ import time
 from collections.abc import Mapping
 
 from ..guess.learned_stub import FOLDER as STUBS
+from ..settings import keep_days, switch
 from .history import HISTORY_FILE, History, cache_directory
 
-KEEP_DAYS = 60.0
 EVERY = 24 * 3600.0  # seconds between two prunings of one cache directory
 MARKER = "pruned"  # its modification time: the last pruning
 
 
 def keep_seconds(env: Mapping[str, str]) -> float | None:
     """How long an unused entry is kept (None: for ever), from FAST_NVCC_KEEP_DAYS."""
-    try:
-        days = float(env.get("FAST_NVCC_KEEP_DAYS", KEEP_DAYS))
-    except ValueError:
-        days = KEEP_DAYS
+    days = keep_days(env)
     return days * 24 * 3600 if days > 0 else None
 
 
@@ -56,7 +53,7 @@ def prune_when_due(env: Mapping[str, str], *, now: float | None = None) -> None:
                 return  # nothing learned yet
         with open(marker, "a"):
             os.utime(marker, (now, now))  # claimed: a peer ending now finds it fresh
-        prune(directory, before=now - keep, history=env.get("FAST_NVCC_HISTORY") != "0")
+        prune(directory, before=now - keep, history=switch(env, "FAST_NVCC_HISTORY"))
 
 
 def prune(directory: str, *, before: float, history: bool = True) -> tuple[int, int]:

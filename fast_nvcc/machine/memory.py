@@ -48,6 +48,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..settings import switch
 from .headroom import (
     MIB,
     Cgroup,
@@ -329,7 +330,7 @@ def budget_from_environment(
 ) -> MemoryBudget | None:
     """The machine-wide budget, unless FAST_NVCC_MEMORY=0 or the pool directory is unusable
     (then no budget: the compile runs as before)."""
-    if env.get("FAST_NVCC_MEMORY", "1") == "0":
+    if not switch(env, "FAST_NVCC_MEMORY"):
         return None
     cgroups = this_process_cgroups()
     try:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..settings import count, switch
 from .buildtool import Saturation
 from .pool_files import Claim, RequestBoard, ScalesTold, SlotLocks, Told, WorkLeft, live
 from .pool_rules import Admit, Ask, admit, slots_wanted
@@ -418,12 +419,12 @@ def slots_from_environment(env: Mapping[str, str], *, pool_size: int) -> Slots:
     jobserver = jobserver_from_makeflags(env.get("MAKEFLAGS", ""))
     if jobserver is not None:
         return jobserver
-    if env.get("FAST_NVCC_POOL", "1") == "0":
+    if not switch(env, "FAST_NVCC_POOL"):
         return Slots()
-    size = env.get("FAST_NVCC_POOL_SIZE", "")
+    size = count(env, "FAST_NVCC_POOL_SIZE")
     try:
-        return PoolSlots(pool_directory(env), int(size) if size.isdigit() and int(size) > 0 else pool_size,
-                         poles=env.get("FAST_NVCC_SPLIT_EARLY", "0") == "1")
+        return PoolSlots(pool_directory(env), size or pool_size,
+                         poles=switch(env, "FAST_NVCC_SPLIT_EARLY"))
     except OSError as exc:
         unshared = Slots()
         unshared.description = f"no shared slots (pool directory unusable: {exc.strerror or exc})"

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..settings import switch
 from .dryrun import Plan, PlanError, parse_plan, retarget, run_dryrun
 from .nvcc_args import effective_args, input_files, passthrough_reason
 
@@ -33,7 +34,7 @@ class Invocation:
 def read_invocation(nvcc: str, args: Sequence[str], *, env: Mapping[str, str], cwd: str) -> Invocation:
     """``nvcc args``'s plan, or the reason nvcc runs it unchanged."""
     args = tuple(args)
-    if env.get("FAST_NVCC_DISABLE", "") not in ("", "0"):
+    if switch(env, "FAST_NVCC_DISABLE"):
         return Invocation(nvcc, args, cwd, passthrough="FAST_NVCC_DISABLE is set")
     try:
         effective = tuple(effective_args(args, env, cwd=cwd))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..graph.tasks import Task
 from ..machine.slots import Slots, pool_directory
 from ..plan.split_option import SERIAL_SHARE, split_threads
+from ..settings import switch
 from .admission import Admission
 from .core_grants import Grants, runnable_threads
 from .dispatch import Turn
@@ -48,7 +49,7 @@ class Holdings:
         self.priority_of = priority_of  # the rank a task asks the shared slots with
         # The run's ready queue, where a step stopped for a split step waits to go on (yielding.py):
         # None where no step stops (FAST_NVCC_YIELD=0, or slots that do not rank their waiters).
-        self.queue = queue if env.get("FAST_NVCC_YIELD", "1") != "0" and slots.short_steps_free else None
+        self.queue = queue if switch(env, "FAST_NVCC_YIELD") and slots.short_steps_free else None
         self.now = now
         self.admission = Admission(jobs=max(1, jobs), slots=slots, memory=memory)
         # Steps told -split-compile N run on as many cores as the slots grant them (core_grants).

@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-from fast_nvcc.cache.handlers import StepCache, parse_size
-
 from helpers import compare, fast_nvcc_command, mask, run_tool
+
+from fast_nvcc.cache.handlers import StepCache
+from fast_nvcc.settings import size
 
 # fast_nvcc's own decisions (conftest), which no load changes: run beside other tests (pyproject.toml)
 pytestmark = [pytest.mark.nvcc, pytest.mark.one_toolchain, pytest.mark.side_by_side]
@@ -144,7 +144,7 @@ def test_a_corrupt_entry_is_a_miss_and_goes_away(nvcc, sources, tmp_path, cache_
 
 def test_eviction_keeps_the_cache_under_its_limit(nvcc, sources, tmp_path, cache_dir):
     # One compile of kernel.cu stores about 1.3 MB (cudafe++'s .cudafe1.cpp is most of it).
-    limit = parse_size("2.5M")
+    limit = size("2.5M", "FAST_NVCC_CACHE_SIZE")
     env = {"FAST_NVCC_CACHE_SIZE": "2.5M"}
     for arch in ("75", "80", "86", "90"):
         args = ["-c", "kernel.cu", "-Iinclude", "-arch", f"sm_{arch}", "-o", f"k{arch}.o"]

@@ -13,7 +13,8 @@ import pytest
 from helpers import assert_same, compare
 
 from fast_nvcc.learn.history import History, Measurement
-from fast_nvcc.learn.pruning import EVERY, KEEP_DAYS, MARKER, prune_when_due
+from fast_nvcc.learn.pruning import EVERY, MARKER, prune_when_due
+from fast_nvcc.settings import KEEP_DAYS
 
 DAY = 24 * 3600.0
 
