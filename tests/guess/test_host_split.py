@@ -245,6 +245,7 @@ def test_the_fatbinary_probe_redirects_every_output_or_declines():
 
 
 @pytest.mark.nvcc
+@pytest.mark.one_toolchain  # fast_nvcc's fallbacks; 13.0 and 13.5 print one plan for them
 def test_split_that_cannot_hold_compiles_as_printed(nvcc, sources, tmp_path):
     """A host error (-Werror) stops cc1plus; a wrong learned placeholder fails the check; a
     -g compile is not split at all. Each still gives nvcc's object or nvcc's messages."""
@@ -286,6 +287,7 @@ def stub_rows(table: Path) -> tuple[dict, list[dict], list[dict]]:
 
 
 @pytest.mark.nvcc
+@pytest.mark.one_toolchain  # 13.0 and 13.5 alike: the first cicc writes the module_id (11.8's branch: docs/toolchains.md)
 @pytest.mark.parametrize("pool", [8, 1], ids=["idle-cores", "busy"])
 def test_a_stub_that_differs_between_architectures(nvcc, sources, tmp_path, pool):
     """For a kernel that exists for sm_90 only, the sm_80 stub has less, and only the sm_90
