@@ -583,7 +583,7 @@ def test_a_split_compiles_stub_probe_waits_its_turn_and_its_host_compile_runs_be
         assert peer.stdout.readline().strip() == "ready"
         env = {k: v for k, v in os.environ.items() if not k.startswith("FAST_NVCC_")}
         env.update(FAST_NVCC_POOL_DIR=str(pool), FAST_NVCC_POOL_SIZE="4", TMPDIR=str(tmp_path / "t"),
-                   FAST_NVCC_LOG=str(tmp_path / "log.jsonl"), FAST_NVCC_HISTORY=str(tmp_path / "history"))  # fmt: skip
+                   FAST_NVCC_LOG=str(tmp_path / "log.jsonl"), FAST_NVCC_CACHE_DIR=str(tmp_path / "state"))  # fmt: skip
         done = run_tool(fast_nvcc_command(nvcc, args), cwd=tmp_path, env=env, tmpdir=tmp_path / "t")
     finally:
         other.close()
