@@ -158,13 +158,17 @@ __global__ void everywhere(float *p) { p[threadIdx.x] = chain<4>(p[threadIdx.x])
 
 # The spelling of every nvcc tested (11.8 to 13.x; -compress-mode=none is newer than 12.5).
 NO_COMPRESS = "--no-compress"
+# NO_EXTERNAL_DEFINITION's ptxas at -O0: what the tests watch is its cicc against cudafe++ (2.6-3.3
+# s against 0.6 s either way on the 2-core machine), and its ptxas took 6.6-7.7 s of a 12 s
+# compile at -O3 and 2.5-3.4 s of 7.4 s at -O0.
+QUICK_PTXAS = ["-Xptxas", "-O0"]
 # The process id in a module_id's names: the one thing nvcc itself varies in such a source
 # (with the fatbinary uncompressed, so that it stays in plain sight).
 MODULE_ID_PID = re.compile(rb"(_cu_[0-9a-f]{8}_)[0-9]+")
 
 
-def _compile(nvcc: str, tmp_path: Path, source: str, name: str, log: Path, env: dict | None = None):
-    args = ["-c", source, "-o", name, *TWO_TARGETS, NO_COMPRESS]
+def _compile(nvcc: str, tmp_path: Path, source: str, name: str, log: Path, env: dict | None = None, flags=()):
+    args = ["-c", source, "-o", name, *TWO_TARGETS, NO_COMPRESS, *flags]
     outcome = run_tool(fast_nvcc_command(nvcc, args, ["-v"]), cwd=tmp_path, tmpdir=tmp_path / "t",
                        env={"FAST_NVCC_CACHE_DIR": str(tmp_path / "cache"), "FAST_NVCC_LOG": str(log), **(env or {})})  # fmt: skip
     assert outcome.returncode == 0, outcome.stderr.decode()
@@ -173,8 +177,8 @@ def _compile(nvcc: str, tmp_path: Path, source: str, name: str, log: Path, env: 
     return outcome, record["steps"]
 
 
-def _plain(nvcc: str, tmp_path: Path, source: str, name: str) -> bytes:
-    args = [nvcc, "-c", source, "-o", name, *TWO_TARGETS, NO_COMPRESS]
+def _plain(nvcc: str, tmp_path: Path, source: str, name: str, flags=()) -> bytes:
+    args = [nvcc, "-c", source, "-o", name, *TWO_TARGETS, NO_COMPRESS, *flags]
     outcome = run_tool(args, cwd=tmp_path, tmpdir=tmp_path / "t")
     assert outcome.returncode == 0, outcome.stderr.decode()
     return outcome.files[name]
@@ -202,8 +206,8 @@ def _same_but_pid_as_one_of(built: bytes, plains: list[bytes]) -> bool:
 def test_a_module_id_with_a_pid_stops_the_guess_early_and_the_next_compile_does_not_guess(nvcc, tmp_path):
     (tmp_path / "nopid.cu").write_text(NO_EXTERNAL_DEFINITION)
     require_cudafe_module_id(nvcc, ["-c", "nopid.cu", *TWO_TARGETS], cwd=tmp_path)
-    plains = [_plain(nvcc, tmp_path, "nopid.cu", "before.o")]
-    first, steps = _compile(nvcc, tmp_path, "nopid.cu", "first.o", tmp_path / "first.jsonl")
+    plains = [_plain(nvcc, tmp_path, "nopid.cu", "before.o", QUICK_PTXAS)]
+    first, steps = _compile(nvcc, tmp_path, "nopid.cu", "first.o", tmp_path / "first.jsonl", flags=QUICK_PTXAS)
     ciccs = [s for s in steps if s["tool"] == "cicc"]
     assert len(ciccs) == 2
     # Every cicc's guess failed for the pid, and none was run to its end on its own id: no
@@ -215,11 +219,11 @@ def test_a_module_id_with_a_pid_stops_the_guess_early_and_the_next_compile_does_
 
     # The next compile knows: its ciccs start with cudafe++, on the id the first one had with
     # this cudafe++'s pid, and the prediction holds.
-    second, steps = _compile(nvcc, tmp_path, "nopid.cu", "second.o", tmp_path / "second.jsonl")
+    second, steps = _compile(nvcc, tmp_path, "nopid.cu", "second.o", tmp_path / "second.jsonl", flags=QUICK_PTXAS)
     assert not [s for s in steps if s.get("guess_failed")], steps
     assert b"process id" not in second.stderr
     assert second.stderr.count(b"on the module_id its last compile predicted") == 2
-    plains.append(_plain(nvcc, tmp_path, "nopid.cu", "after.o"))
+    plains.append(_plain(nvcc, tmp_path, "nopid.cu", "after.o", QUICK_PTXAS))
     assert _same_but_pid_as_one_of(first.files["first.o"], plains)
     assert _same_but_pid_as_one_of(second.files["second.o"], plains)
     assert mask(first.files["first.o"]) != mask(plains[-1])  # the pid is really there
@@ -235,9 +239,9 @@ def test_under_a_full_ninja_a_first_compile_does_not_guess_and_runs_each_cicc_on
         pytest.skip("ninja is not installed")
     (tmp_path / "nopid.cu").write_text(NO_EXTERNAL_DEFINITION)
     require_cudafe_module_id(nvcc, ["-c", "nopid.cu", *TWO_TARGETS], cwd=tmp_path)
-    plains = [_plain(nvcc, tmp_path, "nopid.cu", "before.o")]
+    plains = [_plain(nvcc, tmp_path, "nopid.cu", "before.o", QUICK_PTXAS)]
     log = tmp_path / "build.jsonl"
-    command = fast_nvcc_command(nvcc, ["-c", "nopid.cu", "-o", "ninja.o", *TWO_TARGETS, NO_COMPRESS])
+    command = fast_nvcc_command(nvcc, ["-c", "nopid.cu", "-o", "ninja.o", *TWO_TARGETS, NO_COMPRESS, *QUICK_PTXAS])
     (tmp_path / "build.ninja").write_text(f"rule cc\n  command = {shlex.join(command)}\nbuild ninja.o: cc nopid.cu\n")
     built = run_tool(["ninja", "-j1"], cwd=tmp_path, tmpdir=tmp_path / "t",
                      env={"FAST_NVCC_CACHE_DIR": str(tmp_path / "cache"), "FAST_NVCC_LOG": str(log)})  # fmt: skip
@@ -247,7 +251,7 @@ def test_under_a_full_ninja_a_first_compile_does_not_guess_and_runs_each_cicc_on
     ciccs = [s for s in record["steps"] if s["tool"] == "cicc"]
     assert len(ciccs) == 2
     assert not [s for s in record["steps"] if s.get("guess_failed")], record["steps"]
-    plains.append(_plain(nvcc, tmp_path, "nopid.cu", "after.o"))
+    plains.append(_plain(nvcc, tmp_path, "nopid.cu", "after.o", QUICK_PTXAS))
     assert _same_but_pid_as_one_of(built.files["ninja.o"], plains)
 
 
