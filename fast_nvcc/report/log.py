@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import resource
 import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -45,6 +46,9 @@ def log_record(
         "outputs": list(outputs),
         "exit_code": exit_code,
         "wall_seconds": round(wall_seconds, 6),
+        # fast_nvcc's own cpu, its threads' and its in-process steps', its start-up included; not
+        # its children's (the steps' cpu_seconds): what it costs a build whose cores are full.
+        "own_cpu_seconds": round(_own_cpu(), 6),
         "mode": mode,
     }
     if reason:
@@ -52,6 +56,11 @@ def log_record(
     if report is not None:
         record.update(_run_fields(report))
     return record
+
+
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _run_fields(report: RunReport) -> dict[str, Any]:

@@ -177,6 +177,7 @@ def test_passthrough_is_logged(nvcc, sources, tmp_path):
     assert outcome.returncode == 0 and b"Cuda compilation tools" in outcome.stdout
     (record,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert record["mode"] == "passthrough" and record["reason"] == "prints nvcc's version"
+    assert record["own_cpu_seconds"] > 0
 
 
 def test_log_counts_the_split_host_compile_as_commands(nvcc, sources, tmp_path):
@@ -190,3 +191,6 @@ def test_log_counts_the_split_host_compile_as_commands(nvcc, sources, tmp_path):
     assert len(host) == 2, host  # the front (cc1plus) and the back (as)
     assert all(s["command"] for s in host)
     assert not any(s["command"] for s in record["steps"] if s["tool"] in ("check module_id", "learned stub"))
+    # fast_nvcc's own cpu, apart from its tools': the compile's steps took several times more.
+    steps_cpu = sum(s["cpu_seconds"] or 0 for s in record["steps"])
+    assert 0 < record["own_cpu_seconds"] < steps_cpu / 2, (record["own_cpu_seconds"], steps_cpu)
