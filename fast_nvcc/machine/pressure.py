@@ -20,6 +20,12 @@ while steps run:
   (tests/machine/test_pressure.py) lost the 220 MiB one to the OOM killer without this.
 * **Continue.**  The oldest stopped step of the machine goes on (SIGCONT) once twice the
   low-water mark is free again, or when nothing else runs: one a tick, oldest first.
+* **Look often only near the mark.**  Each look reads the cgroups' files and /proc/meminfo,
+  about 1.4 ms of cpu, and each compile's guard looks on its own: ten looks a second cost a
+  50 s compile 0.7 s of cpu (docs/benchmarks.md), in a build whose cores are full.  So a
+  guard looks every :attr:`PressureGuard.TICK` only while free memory could reach twice the
+  low-water mark within two looks at the fastest fall assumed (:data:`FALL_PER_CORE` a
+  usable core) or seen; far above it, every :attr:`PressureGuard.SLOW_TICK` (:func:`next_look`).
 * **Tell the budget.**  While less than half the limit is free, every ``OBSERVE_EVERY`` the
   guard reads what this compile's steps hold and the budget raises their claims and their
   kinds' peaks (:meth:`.memory.MemoryBudget.observe`), so that fewer steps are admitted on guesses
@@ -40,10 +46,25 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from .cpus import usable_cpus
 from .headroom import read_headroom
 from .memory import MemoryBudget, reserve_for
 from .memory_files import claim_key
 from .pool_files import is_live
+
+# The fastest fall of free memory assumed between two looks, per usable core: a cicc grows at
+# up to about 100 MB/s (low_water), twice that for room.
+FALL_PER_CORE = 200 * 2**20  # bytes a second
+
+
+def next_look(*, free: int, low: int, fall: float, tick: float, slow: float) -> float:
+    """Seconds to the guard's next look: ``tick`` where ``free`` bytes, falling at ``fall``
+    bytes a second, could reach twice the low-water mark ``low`` in two looks (the guard
+    continues stopped steps there, and stops steps below ``low``); else up to ``slow``."""
+    room = free - 2 * low
+    if room <= 0 or fall <= 0:
+        return tick
+    return max(tick, min(slow, room / fall / 2))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +134,8 @@ class PressureGuard:
     ``on_change(what, task_id)`` hears of each stop and continue; ``step_pids()`` gives each
     running step's pid (task -> pid), for what they hold."""
 
-    TICK = 0.1  # seconds
+    TICK = 0.1  # seconds between looks near the low-water mark
+    SLOW_TICK = 0.5  # seconds between looks far above it (next_look)
     OBSERVE_EVERY = 0.5  # seconds between reads of our steps' RSS, while memory is tight
 
     def __init__(
@@ -129,6 +151,9 @@ class PressureGuard:
         self.on_change = on_change
         self.step_pids = step_pids
         self._before: int | None = None
+        self._looked = 0.0  # when (time.monotonic()) _before was read
+        self._wait = self.TICK  # to the next look
+        self._fall = FALL_PER_CORE * len(usable_cpus())  # the fastest fall assumed, bytes a second
         self._observed = -1.0
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="fast_nvcc-pressure", daemon=True)
@@ -145,19 +170,25 @@ class PressureGuard:
             self._continue(task_id)
 
     def _loop(self) -> None:
-        while not self._closed.wait(self.TICK):
+        while not self._closed.wait(self._wait):
             self.tick()
 
     def tick(self) -> None:
         headroom = read_headroom(self.budget.cgroups)
+        now = time.monotonic()
         before, self._before = self._before, headroom.free
+        elapsed, self._looked = now - self._looked, now
+        seen = (before - headroom.free) / elapsed if before is not None and elapsed > 0 else 0.0
+        low = low_water(headroom.limit)
+        self._wait = next_look(free=headroom.free, low=low, fall=max(self._fall, seen), tick=self.TICK,
+                               slow=self.SLOW_TICK)  # fmt: skip
         mine = self.budget.held_keys()  # task -> key
         if not mine:
             return
         self._observe(headroom.free < headroom.limit // 2)
-        low = low_water(headroom.limit)
         if headroom.free >= 2 * low and not self.budget.anything_stopped():
             return  # the usual case: nothing to look at
+        self._wait = self.TICK  # a step is stopped (to go on soon), or the mark is near
         steps = survey(self.budget.directory)
         choice = decide(free=headroom.free, before=before, limit=headroom.limit, steps=steps,
                         mine=set(mine.values()))  # fmt: skip

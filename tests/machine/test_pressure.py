@@ -13,7 +13,7 @@ import pytest
 
 from fast_nvcc.machine.headroom import MIB
 from fast_nvcc.machine.memory import MemoryBudget
-from fast_nvcc.machine.pressure import Claimed, decide, low_water
+from fast_nvcc.machine.pressure import FALL_PER_CORE, Claimed, decide, low_water, next_look
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 GIB = 1024 * MIB
@@ -67,6 +67,25 @@ def test_low_water_is_a_share_of_the_limit_with_a_floor():
 )
 def test_decide(free, before, steps, mine, expected):
     assert decide(free=free, before=before, limit=LIMIT, steps=steps, mine=mine) == expected
+
+
+@pytest.mark.parametrize(
+    "free, fall, expected",
+    [
+        # Far above the mark (24 GiB free, 2 cores' assumed fall): the slow look.
+        (24 * GIB, 2 * FALL_PER_CORE, 0.5),
+        # 1 GiB above twice the mark at 4 GiB/s: two looks within the quarter second it takes.
+        (2 * LOW + GIB, 4 * GIB, 0.125),
+        # Nearer, or falling faster than any look can follow: every tick.
+        (2 * LOW + 100 * MIB, 4 * GIB, 0.1),
+        (4 * GIB, 64 * GIB, 0.1),
+        # At or under twice the mark (where stopped steps go on): every tick.
+        (2 * LOW, 2 * FALL_PER_CORE, 0.1),
+        (LOW - 1, 2 * FALL_PER_CORE, 0.1),
+    ],
+)
+def test_the_guard_looks_often_only_near_the_mark(free, fall, expected):
+    assert next_look(free=free, low=LOW, fall=fall, tick=0.1, slow=0.5) == pytest.approx(expected)
 
 
 def _budget(directory, count):
