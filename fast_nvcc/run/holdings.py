@@ -158,6 +158,7 @@ class Holdings:
                 self.memory.withdraw()
         # A slot freed as a step ended waits for what a step a moment long leads to (dispatch.py).
         self.admission.release_idle(keep=turn.moment is not None)
+        self.slots.settle()  # a step of ours over the pool takes a slot that freed
         if self.grants and self.now() - self._grants_polled >= self.GRANTS_POLL:
             self._grants_polled = self.now()
             pids = self.processes.step_pids()

@@ -324,6 +324,25 @@ def test_a_split_step_keeps_its_extra_core_once_the_steps_over_the_pool_have_roo
         slots.close()
 
 
+def test_a_step_over_the_pool_takes_the_first_slot_that_frees(tmp_path):
+    """A compile's first step that started over the full pool takes a slot as one frees, ahead
+    of a compile that arrives then: it runs anyway, and a slot counted free while it ran put
+    three steps on two cores (a long cicc at 0.66 of a core, docs/benchmarks.md)."""
+    first, late, newcomer = (PoolSlots(str(tmp_path), 2) for _ in range(3))
+    assert first.try_acquire() and first.try_acquire()  # its first step and an extra one
+    assert late.try_acquire() and late.over_pool(1) == "first"
+    late.settle()
+    assert late.over_pool(1) == "first"  # no slot free yet
+    first.release()  # the extra step ends
+    late.settle()
+    assert late.over_pool(1) is None  # the step holds the freed slot
+    assert not newcomer.try_acquire()  # two steps on two slots, no extra step: it waits
+    late.release()
+    assert newcomer.try_acquire()  # the settled slot goes back like any other
+    for slots in (first, late, newcomer):
+        slots.close()
+
+
 def test_pool_lives_outside_tmpdir(tmp_path, monkeypatch):
     from fast_nvcc.machine.slots import pool_directory
 
