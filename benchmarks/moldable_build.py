@@ -24,8 +24,8 @@ starts one as another ends, as in a big project).  Variants, each from clean:
   split step's cpu and serial share: fast_nvcc.learn.history), after an untimed first build if
   ``fast_nvcc-split`` did not run before it.
 
-Prints the wall times with ratios against plain nvcc and nvcc-split, each build's cpu, and from
-FAST_NVCC_LOG the floor (max(the longest compile's critical path, the steps' cpu / cores)) and
+Prints the wall times with ratios against plain nvcc and nvcc-split, each build's cpu (fast_nvcc's
+own, its Python processes', apart), and from FAST_NVCC_LOG the floor (max(the longest compile's critical path, the steps' cpu / cores)) and
 how many cores the split cicc held over its life (its ``cores_at``): the question is whether it
 gets them while the light compiles still arrive, or only in the tail.  The split objects are
 nvcc --split-compile N's (compared, temp names masked); the light ones plain nvcc's.
@@ -201,7 +201,8 @@ def main() -> int:
             result = {"wall": wall, "cpu": cpu}
             if variant.startswith("fast_nvcc"):
                 records = read_log(log)
-                result.update(analyze_log(records, cores=cores), cores_held=split_cores(records))
+                result.update(analyze_log(records, cores=cores), cores_held=split_cores(records),
+                              own_cpu=sum(r.get("own_cpu_seconds", 0.0) for r in records), compiles=len(records))  # fmt: skip
                 if options.logs:
                     Path(options.logs).mkdir(parents=True, exist_ok=True)
                     shutil.copy(log, Path(options.logs) / log.name)
@@ -224,7 +225,8 @@ def main() -> int:
     for variant, r in results.items():
         if "floor_seconds" in r:
             print(f"\n- {variant}: floor = max(critical path {r['critical_path_seconds']:.1f} s "
-                  f"({r['critical_path_source']}), cpu {r['step_seconds']:.1f} s / {cores} cores); {r['cores_held']}")
+                  f"({r['critical_path_source']}), cpu {r['step_seconds']:.1f} s / {cores} cores); {r['cores_held']}; "
+                  f"fast_nvcc's own cpu {r['own_cpu']:.1f} s over {r['compiles']} compiles (FAST_NVCC_LOG's own_cpu_seconds)")
     same = True
     split_reference = objects.get("nvcc-split", {})
     # Every object but a split variant's long.cu.o is plain nvcc's (nvcc-split's light ones too).
