@@ -24,10 +24,11 @@ starts one as another ends, as in a big project).  Variants, each from clean:
   split step's cpu and serial share: fast_nvcc.learn.history), after an untimed first build if
   ``fast_nvcc-split`` did not run before it.
 
-Prints the wall times with ratios against plain nvcc and nvcc-split, each build's cpu (fast_nvcc's
-own, its Python processes', apart), and from FAST_NVCC_LOG the floor (max(the longest compile's critical path, the steps' cpu / cores)) and
-how many cores the split cicc held over its life (its ``cores_at``): the question is whether it
-gets them while the light compiles still arrive, or only in the tail.  The split objects are
+Prints the wall times with ratios against plain nvcc and nvcc-split, each build's cpu, and from
+FAST_NVCC_LOG the floor (max(the longest compile's critical path, the steps' cpu / cores)),
+fast_nvcc's own cpu (its Python processes', the log's ``own_cpu_seconds``) and how many cores
+the split cicc held over its life (its ``cores_at``): the question is whether it gets them while
+the light compiles still arrive, or only in the tail.  The split objects are
 nvcc --split-compile N's (compared, temp names masked); the light ones plain nvcc's.
 
     python benchmarks/moldable_build.py [--jobs N] [--lights N] [--kernels K] [--depth D]
