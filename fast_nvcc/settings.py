@@ -25,6 +25,7 @@ SWITCHES = {
     "FAST_NVCC_SPLIT_HOST": True,
     "FAST_NVCC_LEARNED_STUB": True,
     "FAST_NVCC_YIELD": True,
+    "FAST_NVCC_NICE": True,
     "FAST_NVCC_SPLIT_EARLY": False,
 }
 COUNTS = ("FAST_NVCC_JOBS", "FAST_NVCC_POOL_SIZE")  # unset: one for each usable CPU

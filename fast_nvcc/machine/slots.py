@@ -84,6 +84,9 @@ class Slots:
     def left(self, seconds: float) -> None:
         """This compile has about ``seconds`` of steps left to run (learned costs or defaults)."""
 
+    def most_left(self) -> float | None:
+        """The most work left that another compile of the machine told (None: none told)."""
+
     def tell_scale(self, scale: float) -> None:
         """This compile's long steps ran ``scale`` times their estimates (for its peers)."""
 
@@ -201,7 +204,6 @@ class PoolSlots(Slots):
       left (each posts it under ``work/``) may run extra steps over the pool, ``size // 5`` of
       them on the machine in all and none while a compile waits for its first step, so that
       they end sooner and the tool starts the next ones (a long pole it held back, perhaps).
-
     * **A split step's threads may take a core from a step with slack** (:mod:`fast_nvcc.run.yielding`):
       a split step refused a core posts its ask (``asks/``), every compile its lowest step that
       could stop (``slack/``); an extra step leaves free slots to the asks ranked above it.
@@ -267,6 +269,9 @@ class PoolSlots(Slots):
     def left(self, seconds: float) -> None:
         self.work_left.tell(seconds)
         self._nearest_checked = -1.0  # look again at the next ask
+
+    def most_left(self) -> float | None:
+        return max(self.work_left.values(others=True), default=None)
 
     def tell_scale(self, scale: float) -> None:
         self.scales.tell(scale)

@@ -119,6 +119,7 @@ def _step_fields(s: StepReport) -> dict[str, Any]:
         **({"remote": s.remote} if s.remote is not None else {}),
         **({"remote_note": s.remote_note} if s.remote_note else {}),
         **({"over_pool": s.over_pool} if s.over_pool else {}),
+        **({"nice": s.nice} if s.nice else {}),
         **({"memory_wait": round(s.memory_waited, 6)} if s.memory_waited else {}),
         **({"memory_stopped": round(s.memory_stopped, 6)} if s.memory_stopped else {}),
         **({"memory_evicted": True} if s.memory_evicted else {}),

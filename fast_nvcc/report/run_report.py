@@ -46,6 +46,7 @@ class StepReport:
     remote: str | None = None  # through sccache: remote, sccache-hit, sccache-local, local-fallback, sccache
     remote_note: str = ""
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
+    nice: int = 0  # started at a lower CPU priority, its compile with slack (fast_nvcc.run.niceness)
     memory_waited: float = 0.0  # the part of ``waited`` held back by the memory budget
     memory_stopped: float = 0.0  # seconds stopped while memory ran short (fast_nvcc.machine.pressure)
     memory_evicted: bool = False  # ... then killed to make room for an older step, and run again
@@ -179,6 +180,7 @@ def build_report(
                 remote=record.remote,
                 remote_note=record.remote_note,
                 over_pool=record.over_pool,
+                nice=record.nice,
                 memory_waited=record.memory_wait,
                 memory_stopped=record.memory_stopped,
                 memory_evicted=record.memory_evicted,

@@ -19,6 +19,7 @@ from .admission import Admission
 from .core_grants import Grants, runnable_threads
 from .dispatch import Turn
 from .handlers import Handler
+from .niceness import nice_for
 from .processes import Processes
 from .ready_queue import ReadyQueue
 from .task_records import Record, State
@@ -50,6 +51,7 @@ class Holdings:
         # The run's ready queue, where a step stopped for a split step waits to go on (yielding.py):
         # None where no step stops (FAST_NVCC_YIELD=0, or slots that do not rank their waiters).
         self.queue = queue if switch(env, "FAST_NVCC_YIELD") and slots.short_steps_free else None
+        self.niced = switch(env, "FAST_NVCC_NICE")  # steps of a compile with slack (niceness.py)
         self.now = now
         self.admission = Admission(jobs=max(1, jobs), slots=slots, memory=memory)
         # Steps told -split-compile N run on as many cores as the slots grant them (core_grants).
@@ -86,9 +88,14 @@ class Holdings:
 
     # -- a task's way ----------------------------------------------------------------------------
 
-    def started(self, task: Task) -> None:
-        """``task`` took its room and starts: how long memory held it back; a split step's core."""
+    def started(self, task: Task, *, work_left: float | None = None) -> None:
+        """``task`` took its room and starts: how long memory held it back; a split step's core;
+        its priority, where its compile (``work_left`` seconds of it; None: not known, or its
+        estimates not shown credible: ReadyQueue.credible) has slack."""
         record, handler = self.records[task.id], self.handler_of(task.id)
+        if self.niced:
+            record.nice = nice_for(work_left, self.slots.most_left())
+            self.processes.nice(task.id, record.nice)
         if record.slot is not None and self.memory is not None:
             record.memory_wait = self.memory.waited(task.id)
         if self.grants is not None and task.id in self.split and handler.takes_slot and handler.capacity is None:

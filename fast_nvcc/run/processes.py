@@ -53,6 +53,7 @@ class Processes:
         self.captures = captures
         self._running: dict[int, _Running] = {}
         self._pins: dict[int, frozenset[int]] = {}  # split steps: the CPUs their threads may use
+        self._nices: dict[int, int] = {}  # steps of a compile with slack (niceness.py)
         self._lock = threading.Lock()
         self._watchdog: Watchdog | None = None  # started with the first command
 
@@ -70,7 +71,15 @@ class Processes:
 
     def end(self, task_id: int) -> bool:
         """The task's thread is done; was it killed?"""
+        self._nices.pop(task_id, None)
         return self._running.pop(task_id).killed
+
+    def nice(self, task_id: int, nice: int) -> None:
+        """Start the commands of ``task_id`` at CPU priority ``nice`` (fast_nvcc.run.niceness)."""
+        if nice:
+            self._nices[task_id] = nice
+        else:
+            self._nices.pop(task_id, None)
 
     def spawn(
         self, task: Task, argv: list[str], *, tag: str = "", env: Mapping[str, str] | None = None,
@@ -108,7 +117,8 @@ class Processes:
                             env=self.env if env is None else env,
                             cwd=cwd or self.cwd,
                             process_group=0,
-                            preexec_fn=functools.partial(_in_child, os.getpid(), self._pins.get(task.id)),
+                            preexec_fn=functools.partial(_in_child, os.getpid(), self._pins.get(task.id),
+                                                         self._nices.get(task.id, 0)),
                         )
                     except OSError as exc:
                         # A command that cannot start fails the way sh, which nvcc runs it
@@ -223,11 +233,14 @@ class Processes:
             self._watchdog.close()
 
 
-def _in_child(parent: int, cpus: frozenset[int] | None) -> None:
-    """Between fork and exec: die with fast_nvcc; a split step's threads on its cores."""
+def _in_child(parent: int, cpus: frozenset[int] | None, nice: int) -> None:
+    """Between fork and exec: die with fast_nvcc; a split step's threads on its cores; a step of a
+    compile with slack at a lower priority."""
     die_with_parent(parent)
     if cpus:
         os.sched_setaffinity(0, cpus)
+    if nice:
+        os.nice(nice)
 
 
 def _report_as_sh(status: int, stderr: BinaryIO) -> int:

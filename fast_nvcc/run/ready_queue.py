@@ -24,6 +24,10 @@ class ReadyQueue:
     # minutes), against an estimate of at least OVERRUN_FLOOR: short steps' times are noise.
     # (docs/benchmarks.md, "Measurements behind constants in the code": OVERRUN_FLOOR.)
     OVERRUN_FLOOR = 2.0
+    # A compile may slow for a heavier one (niceness.py) once its finished steps took at most
+    # CREDIBLE times their estimates, never once a long step ran HEAVIER times its estimate.
+    CREDIBLE = 1.25
+    HEAVIER = 1.5
     RESCALE_EVERY = 0.25  # seconds
     # Within the compile, the steps a long step feeds take longer by as much as it overran: a
     # cicc's ptxas, cudafe++'s host compile, which the per-tool defaults would rank the other
@@ -37,6 +41,7 @@ class ReadyQueue:
         self._own_scale = 1.0  # ... as far as its own long steps have shown
         self._told_scale = 0.0  # what the slots were last told of that
         self._scaled_at = 0.0
+        self._done = (0.0, 0.0)  # the finished steps' estimates and times (credible)
         self._left = sum(work) if work is not None else 0.0
         self._heap: list[tuple[float, tuple[int, int], int]] = []
         # The compile's own order of its ready tasks: the remaining paths, once long steps have
@@ -93,13 +98,25 @@ class ReadyQueue:
         return 0.0 if self.work is None else self.work[task_id] * self.scale
 
     @property
+    def credible(self) -> bool:
+        """Is the work this compile has left no underestimate, as far as its own steps showed:
+        have its finished steps (OVERRUN_FLOOR seconds of estimates or more) taken at most
+        CREDIBLE times their estimates, and none of its long steps run HEAVIER times its own?"""
+        expected, took = self._done
+        return expected >= self.OVERRUN_FLOOR and took <= self.CREDIBLE * expected and self._own_scale < self.HEAVIER
+
+    @property
     def work_left(self) -> float | None:
         """The seconds of work the compile has left, scaled; None without estimates."""
         return None if self.work is None else self._left * self.scale
 
-    def finished(self, task_id: int) -> None:
+    def finished(self, task_id: int, *, took: float | None = None) -> None:
+        """``task_id`` ended well, after ``took`` seconds of running (None: a cache hit, which
+        tells nothing of the compile's weight)."""
         if self.work is not None:
             self._left -= self.work[task_id]
+            if took is not None:
+                self._done = (self._done[0] + self.work[task_id], self._done[1] + took)
 
     def overran(self, dag: Dag, task_id: int, took: float) -> bool:
         """``task_id`` ended after ``took`` seconds: if it is a long step that ran past its

@@ -228,7 +228,7 @@ class Runner:
             return self.holdings.resume(task)
         record = self.records[task.id]
         record.start = self._now()
-        self.holdings.started(task)
+        self.holdings.started(task, work_left=self.ready.work_left if self.ready.credible else None)
         self.processes.begin(task)
         self._notify("start", task, record)
         self.launcher.launch(task, self._handler(task.id))
@@ -268,7 +268,7 @@ class Runner:
     def _done(self, task_id: int, record: Record) -> None:
         """``task_id`` ended well: the compile has that much less work, and its successors go."""
         if self.ready.work_left is not None:
-            self.ready.finished(task_id)
+            self.ready.finished(task_id, took=None if record.cached else record.seconds - record.stopped)
             self.slots.left(self.ready.work_left)
             if not record.cached:
                 self.ready.overran(self.dag, task_id, record.seconds - record.stopped)

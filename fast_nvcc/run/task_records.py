@@ -42,6 +42,7 @@ class Record:
     core_timeline: list[tuple[float, int]] = field(default_factory=list)
     serial_seconds: float = 0.0  # ... and how long its threads ran one at a time (Grant.serial_seconds)
     over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
+    nice: int = 0  # started at a lower CPU priority: its compile had slack (fast_nvcc.run.niceness)
     memory_wait: float = 0.0  # seconds of its wait spent held back by the memory budget
     memory_stopped: float = 0.0  # seconds it was stopped (SIGSTOP) for lack of memory
     # Stopped (SIGSTOP) to give its core to a split step on a longer path (fast_nvcc.run.yielding):

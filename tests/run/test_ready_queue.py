@@ -164,3 +164,33 @@ def test_a_compiles_own_ciccs_start_longest_learned_first(heaviest):
     assert [t.step.arch for t in ciccs] == ["compute_75", "compute_80", "compute_90"]
     first = dag.tasks[order(queue, dag, [t.id for t in ciccs])[0]]
     assert first.step.arch == heaviest
+
+
+def test_a_compiles_own_finished_steps_show_its_work_left_credible():
+    """fast_nvcc.run.niceness slows only a compile whose work left its own steps have not shown
+    to be an underestimate: cudafe++ done in 0.5 s or in 5 s against 4.5 shows it credible;
+    nothing finished, or cudafe++ in 6 s, does not; nor once its cicc has run 13 s against 8
+    (HEAVIER), finished or not."""
+    costs = default_costs()
+
+    def queue_after(*runs):
+        queue = ReadyQueue(priorities(compile_dag(), costs), work=costs)
+        records = [Record(task, start=start, end=end, slot=0, **({"state": State.DONE} if end is not None else {}))
+                   for task, start, end in runs]  # fmt: skip
+        for record in records:
+            if record.end is not None:
+                queue.finished(record.task_id, took=record.end - record.start)
+        queue.rescale(records, now=20.0, slots=Slots())
+        return queue
+
+    assert queue_after((CUDAFE, 0.0, 0.5)).credible
+    assert queue_after((CUDAFE, 0.0, 5.0)).credible
+    assert not queue_after().credible
+    assert not queue_after((CUDAFE, 0.0, 6.0)).credible
+    assert not queue_after((CUDAFE, 0.0, 0.5), (CICC, 0.0, 13.0)).credible
+    assert not queue_after((CUDAFE, 0.0, 0.5), (CICC, 7.0, None)).credible  # running 13 s
+    shown = ReadyQueue(priorities(compile_dag(), costs), work=costs)
+    shown.finished(CUDAFE, took=0.5)  # known at the step's end, before any rescale
+    assert shown.credible
+    shown.finished(CC1PLUS)  # a cache hit shows nothing
+    assert shown.credible
