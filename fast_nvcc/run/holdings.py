@@ -94,7 +94,8 @@ class Holdings:
         estimates not shown credible: ReadyQueue.credible) has slack."""
         record, handler = self.records[task.id], self.handler_of(task.id)
         if self.niced:
-            record.nice = nice_for(work_left, self.slots.most_left())
+            # the pool's listing only where this compile's work left may show slack
+            record.nice = 0 if work_left is None else nice_for(work_left, self.slots.most_left())
             self.processes.nice(task.id, record.nice)
         if record.slot is not None and self.memory is not None:
             record.memory_wait = self.memory.waited(task.id)
