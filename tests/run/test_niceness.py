@@ -109,7 +109,8 @@ def test_a_compile_with_slack_runs_its_later_steps_niced(nvcc, sources, tmp_path
     nices, entry = _compile(nvcc, sources, tmp_path, peer=10_000.0)
     assert nices == {"-E": [0, 0], "-c": [NICE]}
     niced = {s["tool"] for s in entry["steps"] if s.get("nice") == NICE}
-    assert "ptxas" in niced and not niced & {"cudafe++", "gcc -E"}
+    # (cudafe++ may start either way: once the two preprocessing steps ended, 2.6 s of estimates)
+    assert "ptxas" in niced and "gcc -E" not in niced
     niced_object = mask((tmp_path / "kernel.o").read_bytes())
     nices, entry = _compile(nvcc, sources, tmp_path, peer=None)
     assert nices == {"-E": [0, 0], "-c": [0]}
