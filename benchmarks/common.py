@@ -56,6 +56,22 @@ def fast_nvcc_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def bench_settings() -> dict[str, str]:
+    """fast_nvcc settings an A/B run adds to every fast_nvcc build of a benchmark, after the
+    variant's own: BENCH_ENV="FAST_NVCC_NICE=0 ..." (the benchmarks drop the caller's FAST_NVCC_
+    variables, which would otherwise change what is measured unnoticed)."""
+    pairs = os.environ.get("BENCH_ENV", "").split()
+    bad = [p for p in pairs if "=" not in p or not p.startswith("FAST_NVCC_")]
+    if bad:
+        raise SystemExit(f"BENCH_ENV: expected FAST_NVCC_NAME=VALUE, got {' '.join(bad)}")
+    return dict(p.split("=", 1) for p in pairs)
+
+
+def bench_label(label: str) -> str:
+    """A variant's label with the settings BENCH_ENV added to it."""
+    return " ".join([label, *(f"{k}={v}" for k, v in bench_settings().items())])
+
+
 def find_nvcc(explicit: str | None) -> str:
     sys.path.insert(0, str(ROOT))
     from fast_nvcc.plan.toolchain import find_nvcc as find

@@ -56,6 +56,8 @@ from peers import SCCACHE_KEY, SCCACHE_LABEL, cpu_of_children, find_sccache, scc
 from common import (
     BENCHMARKS,
     ROOT,
+    bench_label,
+    bench_settings,
     fast_nvcc_command,
     find_nvcc,
     machine,
@@ -311,6 +313,7 @@ def build_environment(build: Build, *, state: Path, log: Path, tmp: Path, split_
         env["FAST_NVCC_SPLIT"] = str(build.split)
         if split_sources:
             env["FAST_NVCC_SPLIT_SOURCES"] = split_sources
+    env.update(bench_settings())
     return env
 
 
@@ -509,7 +512,7 @@ def run_groups(groups: Sequence[str], *, config: Config, curand: Path | None, wo
                     else:
                         seconds, memory = run_build(directory, build, jobs=config.jobs, env=env), None
                 cpu_seconds = cpu() + (server_cpu() - server_before if server_cpu else 0.0)
-            record = {"key": key, "label": build.label, "config": config_dict(config), "fingerprint": config.fingerprint(),
+            record = {"key": key, "label": bench_label(build.label), "config": config_dict(config), "fingerprint": config.fingerprint(),
                       "machine": info, "wall_seconds": seconds, "cpu_seconds": cpu_seconds,
                       "objects": digest_objects(directory), "tmp_leftovers": leftovers(tmp),
                       "finished": time.time()}  # fmt: skip

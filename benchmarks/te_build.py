@@ -67,7 +67,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import ROOT, fast_nvcc_command, find_nvcc, machine, masked, read_log, today, tool_versions
+from common import (ROOT, bench_label, bench_settings, fast_nvcc_command, find_nvcc, machine, masked, read_log, today,
+                    tool_versions)  # fmt: skip
 from peers import SCCACHE_KEY, SCCACHE_LABEL, cpu_of_children, find_sccache, sccache_server
 from cutlass_build import (analyze_log, by_configuration, describe_log, first_line, leftovers, load_results,
                            merge_results, nvcc_includes, nvcc_variables)  # fmt: skip
@@ -289,6 +290,7 @@ def build_environment(*, state: Path, log: Path, tmp: Path, build: Build | None 
     if build is not None and build.plain:
         env["FAST_NVCC_DISABLE"] = "1"
         del env["FAST_NVCC_LOG"]
+    env.update(bench_settings())
     return env
 
 
@@ -450,7 +452,7 @@ def run_builds(keys: Sequence[str], *, patterns: Sequence[str], sources: Sources
                 seconds = run_build(directory, build, targets=list(objects.values()), jobs=jobs, env=env)
             cpu_seconds = cpu() + (server_cpu() - server_before if server_cpu else 0.0)
         wall = read_ninja_log(directory)
-        record = {"key": key, "label": build.label, "config": config_dict(config), "fingerprint": config.fingerprint(),
+        record = {"key": key, "label": bench_label(build.label), "config": config_dict(config), "fingerprint": config.fingerprint(),
                   "machine": info, "wall_seconds": seconds, "cpu_seconds": cpu_seconds,
                   "objects": digest_objects(directory, objects),
                   "object_seconds": {s: wall.get(t) for s, t in objects.items()},
