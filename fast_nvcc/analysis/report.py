@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -377,13 +378,22 @@ def _source_line(build: Build) -> str:
     parts = []
     if build.ninja_log:
         parts.append(
-            f"{build.ninja_log} (ninja log v{build.ninja_version}, build {build.index} of {build.count})"
+            f"{build.ninja_log} (ninja log v{build.ninja_version}, build {build.index} of {build.count}{_started(build)})"
         )
         if build.fast_nvcc_logs:
             parts.append(f"joined with {', '.join(build.fast_nvcc_logs)}")
     else:
-        parts.append(f"{', '.join(build.fast_nvcc_logs)} (build {build.index} of {build.count})")
+        parts.append(f"{', '.join(build.fast_nvcc_logs)} (build {build.index} of {build.count}{_started(build)})")
     return " ".join(parts)
+
+
+def _started(build: Build) -> str:
+    """When the chosen build's first compile started, where the logs hold several builds: builds
+    are numbered by time, not by their place in the files (logs of two machines appended)."""
+    times = [record.time for record in build.records]
+    if build.count < 2 or not times:
+        return ""
+    return f", started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(min(times)))}"
 
 
 def _jobs_note(build: Build) -> str:

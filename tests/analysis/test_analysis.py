@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -369,6 +370,20 @@ def test_fast_nvcc_log_alone(tmp_path, capsys):
     code, out, _ = run_main(capsys, log, "--build", "1")
     assert code == 0
     assert "ptxas       sm_100a       12.00" in out and "a.o, a.o.d" in out
+
+
+def test_builds_count_by_time_not_by_file_order(tmp_path, capsys):
+    """Logs of two machines given newest first (an exact build's log, then the log of a split
+    build run earlier elsewhere): --build 1 is the earlier build, and the banner says when it
+    started, so that the choice can be seen."""
+    newer = write_jsonl(tmp_path / "exact.jsonl", [log_record(5000.0, 13.0, ["/b/a.o"], STEPS)])
+    older = write_jsonl(tmp_path / "split.jsonl", [log_record(1000.0, 2.0, ["/b/a.o"], STEPS[:1])])
+    code, out, _ = run_main(capsys, newer, older, "--build", "1")
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1000.0))
+    assert code == 0 and f"(build 1 of 2, started {started})" in out.splitlines()[0]
+    assert analyze(load_build([str(newer), str(older)], build=1)).wall == 2.0
+    code, out, _ = run_main(capsys, newer)
+    assert code == 0 and "(build 1 of 1)" in out.splitlines()[0]
 
 
 def test_parse_fast_nvcc_log_skips_blank_lines():

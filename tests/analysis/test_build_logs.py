@@ -128,7 +128,8 @@ def test_readmes_two_lines_work_as_written(rebuilt):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("fast_nvcc analyze: build/.ninja_log (ninja log v")
-    assert "build 2 of 2) joined with build.jsonl" in proc.stdout.splitlines()[0]
+    first = proc.stdout.splitlines()[0]
+    assert "build 2 of 2, started " in first and ") joined with build.jsonl" in first
 
 
 @pytest.mark.nvcc
