@@ -214,8 +214,8 @@ def feature_handlers(dag: Dag) -> dict[Action, Handler]:
 
 def feature_watches(dag: Dag, *, cwd: str) -> list[Any]:
     """What those features watch while their tasks run (a module's ``watches(dag, cwd=)``):
-    objects whose ``poll(view)`` (a :class:`RunView`) the loop calls every few tens of
-    milliseconds."""
+    objects whose ``poll(view)`` (a :class:`RunView`) the loop calls every turn, and every few
+    tens of milliseconds while one's ``urgent(view)`` says a look may find something."""
     found: list[Any] = []
     for module in _feature_modules(dag):
         make = getattr(importlib.import_module(module), "watches", None)

@@ -184,7 +184,8 @@ class Runner:
                 return False
             time.sleep(self._idle.wait(changed=changed))  # nothing of ours runs: wait for the pool
             return True
-        watching = self.readiness.early or any(self.watches)  # files appear while steps run
+        # Files appear while steps run: look often while one may, not while nothing can show.
+        watching = self.readiness.early or any(watch.urgent(self) for watch in self.watches if watch)
         grants = self.holdings.grants
         timeout = 0.05 if watching else Holdings.GRANTS_POLL if grants else self.holdings.yield_poll
         if turn.blocked:

@@ -383,6 +383,18 @@ def _verdict_case(tmp_path):
     return dag, cudafe, ciccs, nvcc_path, EarlyVerdicts(dag, cwd=str(tmp_path))
 
 
+def test_the_early_verdict_asks_for_quick_looks_only_once_cudafe_has_started(tmp_path):
+    """While cudafe++ waits for a core no id of nvcc's can be read: the loop need not look every
+    50 ms (a guessed cicc ran 12-14 s before its cudafe++ started on a full 2-core machine)."""
+    dag, cudafe, (first, _, _), _, verdicts = _verdict_case(tmp_path)
+    runner = _Run(dag, {first.id: 3696})
+    runner.records[first.id].start = 0.0
+    assert verdicts and not verdicts.urgent(runner)
+    runner.pids[cudafe.id] = 5516
+    runner.records[cudafe.id].start = 2.0
+    assert verdicts.urgent(runner)
+
+
 def test_the_early_verdict_stops_a_guess_the_ids_prove_wrong_and_changes_those_not_started(tmp_path):
     dag, cudafe, (first, second, third), nvcc_path, verdicts = _verdict_case(tmp_path)
     # cudafe++ (pid 5516) runs, the first cicc (pid 3696) too; the others wait for slots.
