@@ -19,6 +19,7 @@ import errno
 import fcntl
 import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Collection
@@ -186,6 +187,15 @@ class RequestBoard:
         if self._request is not None:
             self._request.drop()
             self._request = None
+
+    def wake(self) -> None:
+        """A slot came free: wake every other waiter of the board to look (SIGURG, ignored by
+        default by any process that does not wait on it: fast_nvcc.run.wakeup)."""
+        mine = f"-{os.getpid()}"
+        for name in live(self.directory, "r"):
+            if not name.endswith(mine):
+                with contextlib.suppress(ValueError, OSError):
+                    os.kill(int(name.rsplit("-", 1)[1]), signal.SIGURG)
 
     def ahead(self, name: str) -> int:
         """How many live requests of other processes rank before ``name``."""

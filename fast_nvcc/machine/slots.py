@@ -414,6 +414,7 @@ class PoolSlots(Slots):
         self._holds.remove(hold)
         if hold.slot is not None:
             self.locks.unlock(hold.slot)
+            self.board.wake()
         if hold.mark is not None:
             hold.mark.drop()
         self.held -= 1
@@ -445,8 +446,7 @@ def slots_from_environment(env: Mapping[str, str], *, pool_size: int) -> Slots:
         return Slots()
     size = count(env, "FAST_NVCC_POOL_SIZE")
     try:
-        return PoolSlots(pool_directory(env), size or pool_size,
-                         poles=switch(env, "FAST_NVCC_SPLIT_EARLY"))
+        return PoolSlots(pool_directory(env), size or pool_size, poles=switch(env, "FAST_NVCC_SPLIT_EARLY"))
     except OSError as exc:
         unshared = Slots()
         unshared.description = f"no shared slots (pool directory unusable: {exc.strerror or exc})"

@@ -9,6 +9,7 @@ import threading
 from ..graph.tasks import Task
 from .handlers import Handler, RunContext, TaskRun
 from .task_records import StepFailed
+from .wakeup import Wakeup
 
 # An end: the task, and the exception of a bug in fast_nvcc itself that its handler raised.
 End = tuple[int, BaseException | None]
@@ -17,6 +18,7 @@ End = tuple[int, BaseException | None]
 class Launcher:
     def __init__(self, context: RunContext) -> None:
         self.context = context
+        self.wakeup = Wakeup()  # the run's loop sleeps on it (Runner.run starts it); each end pokes it
         self._ends: queue.Queue[End] = queue.Queue()
         self._threads: list[threading.Thread] = []
 
@@ -26,9 +28,14 @@ class Launcher:
         thread.start()
 
     def next_end(self, *, timeout: float) -> End | None:
-        """The next task whose handler returned; None when none did within ``timeout`` seconds."""
+        """The next task whose handler returned; None when none did within ``timeout`` seconds
+        or before something else woke the loop (another compile freed a slot: wakeup.py)."""
         try:
-            return self._ends.get(timeout=timeout)
+            return self._ends.get_nowait()
+        except queue.Empty:
+            self.wakeup.wait(timeout)
+        try:
+            return self._ends.get_nowait()
         except queue.Empty:
             return None
 
@@ -51,3 +58,4 @@ class Launcher:
         except BaseException as exc:  # pragma: no cover - a bug in fast_nvcc itself
             error = exc
         self._ends.put((task.id, error))
+        self.wakeup.poke()

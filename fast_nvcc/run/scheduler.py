@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ..graph.short import short_steps
 from ..graph.tasks import Action, Dag, Task
-from ..machine.slots import Slots
+from ..machine.slots import PoolSlots, Slots
 from .backoff import Backoff
 from .captures import Captures
 from .dispatch import Ready, Turn, dispatch
@@ -50,6 +50,10 @@ from .task_records import Record, RunResult, State
 
 if TYPE_CHECKING:
     from ..machine.memory import MemoryBudget
+
+# The longest wait between looks at the pool where its compiles wake their waiters (wakeup.py),
+# against backoff.py's 80 ms where nothing wakes them (make's jobserver, a run off the main thread).
+WOKEN_WAIT = 0.5
 
 
 class Runner:
@@ -83,8 +87,7 @@ class Runner:
         self.tasks = list(dag.tasks)
         self.records = [Record(task.id) for task in dag.tasks]
         self.handlers = all_handlers(dag, internal, handlers)
-        self.messages, self.stdout, self.stderr = messages, stdout, stderr
-        self.on_event = on_event
+        self.messages, self.stdout, self.stderr, self.on_event = messages, stdout, stderr, on_event
         self.captures = Captures(workdir)  # in memory: a full $TMPDIR must not swallow them
         ranks, expected = _optional_last(dag, priorities, work)
         self.ready = ReadyQueue(ranks, work=expected)
@@ -96,7 +99,7 @@ class Runner:
         self.watches = feature_watches(dag, cwd=cwd)
         context = RunContext(self, env=dict(env), cwd=cwd, workdir=workdir, state_dir=state_dir, shared={},
                              processes=self.processes, now=self._now, state_at_end=self._state_at_end)  # fmt: skip
-        self.launcher = Launcher(context)
+        self.launcher = Launcher(context)  # and the run's wakeup.py, which its ends poke
         self.holdings = Holdings(self.tasks, self.records, jobs=jobs, slots=slots or Slots(), memory=memory,
                                  processes=self.processes, env=env, handler_of=self._handler,
                                  priority_of=self.ready.priority, now=self._now, queue=self.ready,
@@ -155,6 +158,8 @@ class Runner:
             self.slots.left(self.ready.work_left)
         emitter = Emitter(self.tasks, self.records, self.messages, stdout=self.stdout, stderr=self.stderr)
         guard = self.holdings.guard()
+        if self.launcher.wakeup.start(signals=isinstance(self.slots, PoolSlots)):  # the pool wakes waiters
+            self._idle.most = self._blocked.most = WOKEN_WAIT
         try:
             while self._turn(emitter):
                 pass
@@ -165,6 +170,7 @@ class Runner:
             if guard is not None:
                 guard.close()
             self.launcher.join()
+            self.launcher.wakeup.close()
             self.holdings.close()
             self.processes.close()
         emitter.forward(upto=self._failed_order, final=self._failed is None)
@@ -182,12 +188,10 @@ class Runner:
         if not self.processes.running:
             if not self.ready:
                 return False
-            time.sleep(self._idle.wait(changed=changed))  # nothing of ours runs: wait for the pool
+            self.launcher.wakeup.wait(self._idle.wait(changed=changed))  # nothing of ours runs
             return True
-        # Files appear while steps run: look often while one may, not while nothing can show.
-        watching = self.readiness.early or any(watch.urgent(self) for watch in self.watches if watch)
-        grants = self.holdings.grants
-        timeout = 0.05 if watching else Holdings.GRANTS_POLL if grants else self.holdings.yield_poll
+        watching = self.readiness.early or any(w.urgent(self) for w in self.watches if w)  # files appear
+        timeout = 0.05 if watching else Holdings.GRANTS_POLL if self.holdings.grants else self.holdings.yield_poll
         if turn.blocked:
             timeout = min(timeout, self._blocked.wait(changed=changed))
         end = self.launcher.next_end(timeout=timeout)
