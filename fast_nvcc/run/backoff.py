@@ -8,7 +8,8 @@ the build's cpu 237 s against its steps' 219 s; nvcc -t0's whole build 215 s).  
 that cpu is taken from the steps.  So the wait doubles each look that changed nothing, from
 ``first`` up to ``most``, and is ``first`` again as soon as a task of the run starts or ends: a
 slot another compile frees is seen at most ``most`` late, while the run's own steps still wake it
-at once (their ends come through the launcher's queue).
+at once (their ends come through the launcher's queue).  Where the pool wakes its waiters
+(:mod:`.wakeup`), ``most`` is 0.5 s: a look on the clock is then only a fallback.
 """
 
 from __future__ import annotations
