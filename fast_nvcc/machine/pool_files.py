@@ -191,11 +191,14 @@ class RequestBoard:
     def wake(self) -> None:
         """A slot came free: wake every other waiter of the board to look (SIGURG, ignored by
         default by any process that does not wait on it: fast_nvcc.run.wakeup)."""
+        for name in self._others():
+            with contextlib.suppress(ValueError, OSError):
+                os.kill(int(name.rsplit("-", 1)[1]), signal.SIGURG)
+
+    def _others(self) -> list[str]:
+        """The live requests of other processes (a request's name ends in its pid)."""
         mine = f"-{os.getpid()}"
-        for name in live(self.directory, "r"):
-            if not name.endswith(mine):
-                with contextlib.suppress(ValueError, OSError):
-                    os.kill(int(name.rsplit("-", 1)[1]), signal.SIGURG)
+        return [name for name in live(self.directory, "r") if not name.endswith(mine)]
 
     def ahead(self, name: str) -> int:
         """How many live requests of other processes rank before ``name``."""
@@ -203,10 +206,7 @@ class RequestBoard:
 
     def others_before(self, name: str) -> bool:
         """Does a live request of another process rank before ``name``?"""
-        suffix = f"-{os.getpid()}"
-        return any(
-            other < name for other in live(self.directory, "r") if not other.endswith(suffix)
-        )
+        return any(other < name for other in self._others())
 
     def first_steps_waiting(self) -> bool:
         """Does a compile wait for its first step (or, under FAST_NVCC_SPLIT_EARLY=1, a split
