@@ -292,11 +292,11 @@ class PoolSlots(Slots):
         others = self.slack.values(others=True)
         return asks[-1], others[0] if others else None
 
-    def _asks_above(self, priority: float) -> int:
-        """How many split steps of the machine (this compile's too) wait for a core at a rank
-        above ``priority``: an extra step leaves them the free slots, as it leaves them to the
-        waiters on the board (a step stopped for one must not take its core back)."""
-        return sum(1 for rank in self.asks.values() if rank > priority)
+    def _asks_above(self, priority: float, *, own: bool) -> int:
+        """How many split steps of the machine (``own``: ours too; not for our split step's core,
+        whose last ask ranks higher as it runs) wait for a core above ``priority``: an extra step
+        leaves them free slots, as to the board's waiters (a step stopped for one must wait)."""
+        return sum(1 for rank in self.asks.values(others=not own) if rank > priority)
 
     def _may_drain(self) -> bool:
         if not self.drain_extras:
@@ -332,7 +332,7 @@ class PoolSlots(Slots):
         ask = self._ask(pole)
         name = self.board.post(priority, first=ask is not Ask.EXTRA)
         over = len(live(self.marks, "over-")) if ask is Ask.EXTRA else 0
-        ahead = self.board.ahead(name) + (self._asks_above(priority) if ask is Ask.EXTRA else 0)
+        ahead = self.board.ahead(name) + (self._asks_above(priority, own=not pole) if ask is Ask.EXTRA else 0)
         locked = self.locks.lock_free(slots_wanted(ask, ahead=ahead, over=over), skip={h.slot for h in self._holds})
         for slot in locked[1:]:
             self.locks.unlock(slot)

@@ -68,9 +68,10 @@ class Grant:
     task_id: int
     threads: int  # N: more cores than threads would idle
     # Its rank: its remaining path through its compile, as its compile ranks its steps (scaled by
-    # how far its steps overran their estimates, ready_queue.py); not less the time it has run,
-    # which would take a pole that overran its default estimate back to a light compile's rank
-    # (docs/benchmarks.md: a split step's rank).
+    # how far its steps overran their estimates, ready_queue.py), less the work its threads have
+    # done (``ran``) only where its compile's estimates have shown credible: else a pole that
+    # overran its default estimate would fall back to a light compile's rank
+    # (ReadyQueue.remaining; docs/benchmarks.md: a split step's rank).
     priority: float = 0.0
     cores: list[int] = field(default_factory=list)
     serial: float = 0.0  # the share of its time more cores do not shorten (split_option.SERIAL_SHARE)
@@ -82,6 +83,9 @@ class Grant:
     # Seconds its threads ran one at a time (or none ran), as the looks saw: its serial part,
     # which no core shortens (FAST_NVCC_LOG's serial_seconds; cicc's front end and tail).
     serial_seconds: float = 0.0
+    # Core-seconds its threads ran, as the looks saw (at most one per core held): one core's
+    # seconds of its work done, by which its rank falls (ReadyQueue.remaining).
+    ran: float = 0.0
     looked: float | None = None  # when it was last looked at (None: not yet)
 
     @property
@@ -112,8 +116,9 @@ class Grant:
         if runnable is None:
             return
         if now is not None:
-            if self.looked is not None and runnable <= 1:
-                self.serial_seconds += now - self.looked
+            if self.looked is not None:
+                self.serial_seconds += now - self.looked if runnable <= 1 else 0.0
+                self.ran += (now - self.looked) * min(self.width, runnable)
             self.looked = now
         self.runnable = runnable
         self.idle_looks = self.idle_looks + 1 if self.want < self.width else 0
@@ -192,6 +197,11 @@ class Grants:
 
     def __bool__(self) -> bool:
         return bool(self._running)
+
+    def ran(self, task_id: int) -> float | None:
+        """The core-seconds a running split step's threads ran (None: not one of ours)."""
+        grant = self._running.get(task_id)
+        return None if grant is None else grant.ran
 
     def start(self, task_id: int, threads: int, priority: float, *, serial: float = 0.0) -> frozenset[int]:
         """A split step starts: the one core it is held to."""

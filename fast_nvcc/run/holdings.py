@@ -47,7 +47,8 @@ class Holdings:
         self.memory = memory
         self.processes = processes
         self.handler_of = handler_of
-        self.priority_of = priority_of  # the rank a task asks the shared slots with
+        self.priority_of = priority_of  # the rank a task asks the shared slots with, before it starts
+        self.ready = queue  # ... and once it has run a while (rank_of)
         # The run's ready queue, where a step stopped for a split step waits to go on (yielding.py):
         # None where no step stops (FAST_NVCC_YIELD=0, or slots that do not rank their waiters).
         self.queue = queue if switch(env, "FAST_NVCC_YIELD") and slots.short_steps_free else None
@@ -68,6 +69,26 @@ class Holdings:
             self.grants = Grants(self.admission, pool_directory=getattr(slots, "directory", None)
                                  or pool_directory(env), pin=processes.pin, now=now)  # fmt: skip
 
+    def done(self, task_id: int) -> float:
+        """The seconds of its work a started task has done: a split step's core-seconds, another
+        step's time running (not stopped); 0 before it starts."""
+        record = self.records[task_id]
+        if record.start is None:
+            return 0.0
+        ran = self.grants.ran(task_id) if self.grants is not None else None
+        if ran is not None:
+            return ran
+        now = self.now()
+        return now - record.start - record.stopped - (now - self.paused[task_id] if task_id in self.paused else 0.0)
+
+    def rank_of(self, task_id: int) -> float:
+        """The rank a task asks and holds a slot at: its remaining path, which falls as it runs
+        (ReadyQueue.remaining), so that a step stopped for a split step goes on as that nears
+        its end."""
+        if self.ready is None:
+            return self.priority_of(task_id)
+        return self.ready.remaining(task_id, self.done(task_id))
+
     # -- dispatch's Offer --------------------------------------------------------------------
 
     @property
@@ -79,7 +100,7 @@ class Holdings:
 
     def take(self, task_id: int, *, short: bool) -> bool:
         task, record, handler = self.tasks[task_id], self.records[task_id], self.handler_of(task_id)
-        if handler.takes_slot and not self.admission.reserve(task, self.priority_of(task_id), now=self.now(),
+        if handler.takes_slot and not self.admission.reserve(task, self.rank_of(task_id), now=self.now(),
                                                              short=short, memory=task_id not in self.paused):  # fmt: skip
             return False
         record.slot, record.over_pool = self.admission.start(task, takes_slot=handler.takes_slot,
@@ -173,7 +194,7 @@ class Holdings:
             # A step of ours refused a shared slot takes a core back only from split steps it
             # outranks: a host compile with slack does not hold the long pole's cicc to one core.
             waiter = turn.waiter if self.admission.refused in ("slot", "jobs") else None
-            self.grants.poll(ours_waiting=None if waiter is None else self.priority_of(waiter), priority_of=self.priority_of,
+            self.grants.poll(ours_waiting=None if waiter is None else self.rank_of(waiter), priority_of=self.rank_of,
                              runnable_of=lambda task_id: runnable_threads(pids[task_id]) if task_id in pids else None)  # fmt: skip
         if self.queue is not None and self.now() - self._yield_looked >= (self.GRANTS_POLL if self.grants else self.YIELD_POLL):
             self._yield_looked = self.now()
@@ -200,18 +221,18 @@ class Holdings:
         queue.push(self.tasks[task_id])
 
     def _candidates(self, queue: ReadyQueue) -> list[Candidate]:
-        """Our running steps that could give their core: each holds a slot of the pool (not
-        one over it, not a short step's), runs a command, is not split and is expected to take
-        yielding.FLOOR seconds or more."""
+        """Our running steps that could give their core, at their remaining paths: each holds
+        a slot of the pool (not one over it, not a short step's), runs a command, is not split
+        and has yielding.FLOOR seconds or more of its work left (ReadyQueue.left)."""
         stopped = set(self.memory.stopped()) if self.memory is not None else set()
         found = []
         for task_id in self.processes.step_pids():
             task, record, handler = self.tasks[task_id], self.records[task_id], self.handler_of(task_id)
             if (record.slot is None or record.over_pool is not None or task_id in self.split or task.optional
                     or not handler.takes_slot or handler.capacity is not None or task_id in stopped
-                    or queue.expected(task_id) < FLOOR):  # fmt: skip
+                    or queue.left(task_id, done := self.done(task_id)) < FLOOR):  # fmt: skip
                 continue
-            found.append(Candidate(task_id, self.priority_of(task_id)))
+            found.append(Candidate(task_id, queue.remaining(task_id, done)))
         return found
 
     def guard(self) -> PressureGuard | None:

@@ -29,6 +29,10 @@ class ReadyQueue:
     CREDIBLE = 1.25
     HEAVIER = 1.5
     RESCALE_EVERY = 0.25  # seconds
+    # A started step's rank falls as it runs, where its compile's estimates have shown credible,
+    # but never below its followers' path and this share of its own expected seconds: a step that
+    # runs past its estimate is not about to end (:meth:`remaining`).
+    LEFT = 0.1
     # Within the compile, the steps a long step feeds take longer by as much as it overran: a
     # cicc's ptxas, cudafe++'s host compile, which the per-tool defaults would rank the other
     # way round (docs/benchmarks.md: FOLLOWERS).
@@ -92,6 +96,26 @@ class ReadyQueue:
     def priority(self, task_id: int) -> float:
         """The rank ``task_id`` asks the shared slots with: its remaining path, scaled."""
         return self.priorities[task_id] * self.scale
+
+    def remaining(self, task_id: int, done: float) -> float:
+        """The rank of a started task that has done ``done`` seconds of its work (one core's:
+        a split step's are the core-seconds its threads ran): its remaining path.  A running
+        split step asks for cores, and a step stopped for one (yielding.py) waits, at this, so
+        that the stopped step goes on as the split step nears its end (FlashAttention's split
+        build, 2026-11-28: ranked by their whole paths, light compiles' ptxas stayed stopped
+        22-54 s and ended the build 14 s after the split compiles).  Where the compile's
+        estimates have not shown credible (a first build's per-tool defaults, whose scale grows
+        with the time a long step has run) its rank stays its whole path."""
+        if done <= 0 or not self.credible:
+            return self.priority(task_id)
+        return self.priority(task_id) - min(done, (1 - self.LEFT) * self.expected(task_id))
+
+    def left(self, task_id: int, done: float) -> float:
+        """The seconds a started task has left of its own work, as far as credible estimates
+        tell (else all it was expected to take)."""
+        if not self.credible:
+            return self.expected(task_id)
+        return max(0.0, self.expected(task_id) - done)
 
     def expected(self, task_id: int) -> float:
         """The seconds ``task_id`` is expected to take, scaled (0: no estimates)."""

@@ -125,6 +125,15 @@ def test_the_looks_count_the_seconds_its_threads_ran_one_at_a_time():
     assert grant.serial_seconds == pytest.approx(0.1 + 0.1 + 0.2)  # the look at 0.5 saw nothing
 
 
+def test_the_looks_count_the_core_seconds_its_threads_ran_on_the_cores_it_holds():
+    """A split step's work done, by which its rank falls (ReadyQueue.remaining): each look adds
+    the time since the last one times its runnable threads, at most one per core it holds."""
+    grant = Grant(1, 8, priority=100.0, cores=[0, 1, 2, 3])
+    for now, runnable in ((0.0, 1), (1.0, 1), (2.0, 6), (3.0, 3), (3.5, None), (4.0, 0)):
+        grant.look(runnable, now=now)
+    assert grant.ran == pytest.approx(1.0 + 4.0 + 3.0)  # none from 3 s to 4 s, and 4 cores at most
+
+
 def test_only_a_step_whose_threads_want_more_cores_asks_for_one():
     serial = Grant(1, 8, priority=300.0, cores=[0])
     serial.look(1)

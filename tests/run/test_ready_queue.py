@@ -194,3 +194,23 @@ def test_a_compiles_own_finished_steps_show_its_work_left_credible():
     assert shown.credible
     shown.finished(CC1PLUS)  # a cache hit shows nothing
     assert shown.credible
+
+
+def test_a_started_steps_rank_falls_with_its_work_done_once_its_compiles_estimates_are_credible():
+    """A running split step asks for cores, and a step stopped for it waits, at its remaining
+    path (yielding.py): its own 8 s and its followers'; after 5 s of its 8 it ranks 5 s lower,
+    never below its followers plus a tenth of its own; before cudafe++ has shown the
+    estimates credible, and for a step not started, the rank is the whole path."""
+    costs = default_costs()
+    queue = ReadyQueue(priorities(compile_dag(), costs), work=costs)
+    whole = queue.priority(CICC)
+    assert queue.remaining(CICC, 5.0) == whole  # nothing finished: the defaults are not shown credible
+    assert queue.left(CICC, 5.0) == costs[CICC]
+    queue.finished(CUDAFE, took=costs[CUDAFE])
+    assert queue.credible
+    assert queue.remaining(CICC, 0.0) == whole
+    assert queue.remaining(CICC, 5.0) == pytest.approx(whole - 5.0)
+    assert queue.left(CICC, 5.0) == pytest.approx(costs[CICC] - 5.0)
+    floor = whole - (1 - ReadyQueue.LEFT) * costs[CICC]
+    assert queue.remaining(CICC, 100.0) == pytest.approx(floor) and floor > queue.priority(PTXAS)
+    assert queue.left(CICC, 100.0) == 0.0

@@ -429,6 +429,42 @@ def test_a_step_with_slack_stops_to_give_its_core_to_a_split_step_and_goes_on_af
     assert host.state is State.DONE  # and went on to its end (its output is there)
 
 
+def test_a_stopped_step_goes_on_as_the_split_step_nears_its_end(tmp_path):
+    """FlashAttention's split build on 16 cores (2026-11-28): light compiles' ptxas stopped for
+    the split ciccs stayed stopped until those ended (22-54 s), and ended the build 14 s after
+    them.  Here cudafe++ ends within its estimate (the estimates are credible), the split cicc
+    (8 s of work learned, two threads busy 4 s) stops the host compile (3 s) and widens,
+    and as its work left falls below the host compile's it gives that core back before its
+    threads end: the host compile goes on while the cicc still runs on one core."""
+    from fast_nvcc.machine.slots import PoolSlots
+
+    def task(task_id: int, kind: Kind, script: str, *args: str) -> Task:
+        step = Step(task_id, script, kind, kind.value, ("sh", "-c", script, *args))
+        return Task(task_id, step, Action.EXEC, argv=step.argv)
+
+    busy = "timeout 4 sh -c 'while :; do :; done'"
+    tasks = [task(0, Kind.CUDAFE, "sleep 0.1"),
+             task(1, Kind.CICC, f"sleep 0.2; {busy} & {busy} & wait", "-split-compile", "2"),
+             task(2, Kind.HOST_COMPILE, "for i in $(seq 30); do sleep 0.1; done")]  # 3 s, not counting its stops
+    dag = Dag(tuple(tasks), (frozenset(), frozenset({0}), frozenset()))
+    slots = PoolSlots(str(tmp_path / "pool"), 2, saturated=lambda: False)
+    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=4,
+                    priorities=[10.0, 8.0, 3.0], work=[2.0, 8.0, 3.0], internal=Internal(), slots=slots,
+                    stdout=io.BytesIO(), stderr=io.BytesIO())  # fmt: skip
+    try:
+        result = runner.run()
+    finally:
+        runner.close()
+        slots.close()
+    assert result.returncode == 0
+    _, cicc, host = result.records
+    assert host.yields >= 1 and host.state is State.DONE
+    timeline = cicc.core_timeline
+    assert max(cores for _, cores in timeline) == 2  # widened onto the host compile's slot
+    narrowed = [when for (when, cores), (_, before) in zip(timeline[1:], timeline) if cores < before]
+    assert narrowed and narrowed[0] < cicc.end - 0.5  # and gave it back well before its end (about 1.3 s)
+
+
 def test_a_step_on_a_path_near_the_split_steps_keeps_its_core(tmp_path):
     cicc, host = _yield_run(tmp_path, host_rank=90.0).records
     assert host.yields == 0 and host.yielded == 0.0
