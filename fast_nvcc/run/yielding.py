@@ -12,14 +12,16 @@ path is much shorter:
   free one, posts its ask on the pool (``asks/``): its remaining path on the cores it holds
   (:attr:`Grant.asking <fast_nvcc.run.core_grants.Grant.asking>`), which falls as it widens.
 * **Who gives.**  Every compile posts the lowest rank among its running steps that could give a
-  core (``slack/``): a step that holds a slot of the pool, is expected to take
-  :data:`FLOOR` seconds or more, and is not itself split.  The compile that holds the lowest of
+  core (``slack/``): a step that holds a slot of the pool, has :data:`FLOOR` seconds or more
+  of its work left, and is not itself split.  The compile that holds the lowest of
   the machine stops that step (SIGSTOP, its process group) when the best ask is at least
   :data:`MARGIN` times its rank, and gives its slot back: one step a look, so the cores move
   one at a time, as the ask falls, to where the paths say (:func:`to_stop`).
 * **How it goes on.**  A stopped step waits in its compile's ready queue at its rank, like any
   step, and goes on (SIGCONT) when the pool grants it a slot again: when the split threads end
-  or narrow and cores go back (:mod:`.core_grants`: cores follow use).  While one is stopped
+  or narrow and cores go back (:mod:`.core_grants`: cores follow use), or as the split step's
+  rank falls below it with the work its threads have done (learned builds:
+  :meth:`ReadyQueue.remaining <fast_nvcc.run.ready_queue.ReadyQueue.remaining>`).  While one is stopped
   its compile never asks for a first step (:attr:`fast_nvcc.machine.slots.Slots.paused`): rule
   1 is for compiles that have run nothing.
 * **What it costs.**  The stopped step keeps its memory (as one stopped by the memory guard,
