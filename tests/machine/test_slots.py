@@ -878,6 +878,13 @@ def test_a_split_steps_ask_and_the_lowest_slack_of_another_compile_are_on_the_po
     other_ask.tell(None)  # it got its core
     assert pool.yield_to() == (80.0, 30.0)
     assert not pool.try_acquire(50.0)  # its own compile's split step asks above it too
+    # ... but its split step's core, asked at 75 s since its rank fell as it ran, is not kept
+    # from it by its own last ask at 80 s (a split step's ask of another compile still is).
+    assert pool.try_acquire(75.0, pole=True)
+    pool.release()
+    other_ask.tell(90.0)
+    assert not pool.try_acquire(75.0, pole=True)
+    other_ask.tell(None)
     assert pool.try_acquire(90.0)
     pool.release_all()
     pool.ask_core(None)
