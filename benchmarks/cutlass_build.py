@@ -443,6 +443,10 @@ def analyze_log(records: Sequence[dict], *, cores: int) -> dict:
         split_host=sum(1 for r in compiles if any(s.get("tool") == "cc1plus" and s.get("cpu_seconds") is not None
                                                   for s in r["steps"])),
     )  # fmt: skip
+    # Each unsplit step's cpu (a second or more), by source, nvcc's step and tool: same_steps_cpu.
+    summary["unsplit_cpu"] = {f"{(r.get('sources') or ['?'])[0]}#{s.get('index', i)}:{s.get('tool', '')}": s["cpu_seconds"] for r in compiles
+                              for i, s in enumerate(r.get("steps", ()))
+                              if not s.get("cores") and (s.get("cpu_seconds") or 0.0) >= 1.0}  # fmt: skip
     crowded = {id(r): busy_intervals(process_steps(r), at_least=2) for r in compiles}
     waits = []
     for r in compiles:
@@ -653,10 +657,7 @@ def report_config(found: dict[str, dict]) -> str:
             tries = ", ".join(f"-j{t['jobs']}: {'%.1f s' % t['seconds'] if t['seconds'] else 'failed'}, "
                               f"{t['oom_kills']} OOM kills, peak {t['peak_bytes'] / 2**30:.1f} GiB" for t in memory["tries"])
             lines.append(f"- {found[key]['label']} in a {memory['limit_bytes'] / 2**30:.1f} GiB memory cgroup: {tries}")
-    for key in order:
-        log = found[key].get("log")
-        if log and "floor_seconds" in log:
-            lines.append(describe_log(found[key]["label"], log, cores=int(info["cores"])))
+    lines += describe_logs([(found[key]["label"], found[key].get("log")) for key in order], cores=int(info["cores"]))
     for warm_key in ("cache-warm", "cache-warm-same-dir"):
         if "cache-cold" in found and warm_key in found:
             cold, warm = found["cache-cold"]["wall_seconds"], found[warm_key]["wall_seconds"]
@@ -700,7 +701,21 @@ def compare_objects(run: dict, plain: dict | None) -> str:
     return f"**{len(differ)} DIFFER**: {', '.join(Path(d).name for d in differ[:4])}"
 
 
-def describe_log(label: str, log: dict, *, cores: int) -> str:
+def same_steps_cpu(log: dict, against: dict) -> tuple[float, int] | None:
+    """How many times the cpu of ``against``'s build the same unsplit steps (same source, same
+    nvcc step) spent in ``log``'s, and how many steps: the machine's speed between two builds,
+    which on the 16-core devices moved 0.77x to 1.21x from one build to the next (round 22), so
+    a ratio of two builds' walls means little without it.  None under five such steps."""
+    mine, theirs = log.get("unsplit_cpu") or {}, against.get("unsplit_cpu") or {}
+    common = [key for key in mine if key in theirs]
+    if len(common) < 5:
+        return None
+    return sum(mine[k] for k in common) / sum(theirs[k] for k in common), len(common)
+
+
+def describe_log(label: str, log: dict, *, cores: int, against: tuple[str, dict] | None = None) -> str:
+    """One build's floor, waits and cache hits from its log's summary (analyze_log); with
+    ``against`` (an earlier build's label and summary), the machine's speed between the two."""
     worst, contended = log["worst_first_step"], log["worst_contended"]
     waited = "the log's first_step_wait_seconds" if log.get("waits_from_log") else f"process start + {STARTUP_ALLOWANCE} s"
     text = (f"- {label}: floor = max(longest critical path {log['critical_path_seconds']:.1f} s "
@@ -724,7 +739,17 @@ def describe_log(label: str, log: dict, *, cores: int) -> str:
         tools = ", ".join(f"{t} {c.get('hits', 0)}/{c.get('hits', 0) + c.get('misses', 0)}"
                           for t, c in log["cache"].get("tools", {}).items())  # fmt: skip
         text += f" Cache hits: {log['cache']['hits']} of {log['cache']['hits'] + log['cache']['misses']} ({tools})."
+    speed = same_steps_cpu(log, against[1]) if against and against[1] is not log else None
+    if speed:
+        text += (f" The same unsplit steps spent {speed[0]:.2f}x their cpu in {against[0]} ({speed[1]} steps): "
+                 "the machine's speed between the two builds.")  # fmt: skip
     return text
+
+
+def describe_logs(runs: Sequence[tuple[str, dict]], *, cores: int) -> list[str]:
+    """describe_log for each (label, summary) with a floor, each against the first of them."""
+    described = [(label, log) for label, log in runs if log and "floor_seconds" in log]
+    return [describe_log(label, log, cores=cores, against=described[0]) for label, log in described]
 
 
 def first_line(command: list[str]) -> str:

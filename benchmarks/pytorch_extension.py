@@ -44,7 +44,7 @@ from common import (
     tool_versions,
     write_json,
 )
-from cutlass_build import analyze_log, describe_log, leftovers
+from cutlass_build import analyze_log, describe_logs, leftovers
 from peers import cpu_of_children, find_sccache, sccache_server
 from te_build import digest_objects, read_ninja_log
 
@@ -191,9 +191,8 @@ def report(runs: list[dict], info: dict) -> str:
         lines.append(f"| {label} | {run['jobs']} | {wall:.1f} | {_ratio(run, baseline)} | {_ratio(run, same)} "
                      f"| {run['cpu_seconds']:.0f} | {floors[0]} | {floors[1]} | {objects} |")  # fmt: skip
     lines.append("")
+    lines += describe_logs([(key, by_key[key].get("log")) for key in VARIANTS if key in by_key], cores=int(info["cores"]))
     for key in VARIANTS:
-        if key in by_key and by_key[key].get("log", {}).get("floor_seconds"):
-            lines.append(describe_log(key, by_key[key]["log"], cores=int(info["cores"])))
         if key in by_key and by_key[key]["tmp_leftovers"]:
             lines.append(f"- {key}: left {len(by_key[key]['tmp_leftovers'])} files in $TMPDIR")
     return "\n".join(lines)

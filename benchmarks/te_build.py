@@ -70,7 +70,7 @@ from pathlib import Path
 from common import (ROOT, bench_label, bench_settings, fast_nvcc_command, find_nvcc, machine, masked, read_log, today,
                     tool_versions)  # fmt: skip
 from peers import SCCACHE_KEY, SCCACHE_LABEL, cpu_of_children, find_sccache, sccache_server
-from cutlass_build import (analyze_log, by_configuration, describe_log, first_line, leftovers, load_results,
+from cutlass_build import (analyze_log, by_configuration, describe_logs, first_line, leftovers, load_results,
                            merge_results, nvcc_includes, nvcc_variables)  # fmt: skip
 
 STAGED = ROOT / ".te" / "te-src.tar.xz"  # ignored by git: benchmarks/te_stage.sh writes it
@@ -538,10 +538,7 @@ def report_config(found: dict[str, dict]) -> str:
         cells = [found[k].get("object_seconds", {}).get(source) for k in order]
         lines.append(f"| {source} | " + " | ".join(f"{c:.1f}" if c is not None else "" for c in cells) + " |")
     lines.append("")
-    for key in order:
-        log = found[key].get("log")
-        if log and "floor_seconds" in log:
-            lines.append(describe_log(found[key]["label"], log, cores=int(info["cores"])))
+    lines += describe_logs([(found[key]["label"], found[key].get("log")) for key in order], cores=int(info["cores"]))
     for key in order:
         if found[key].get("learned_from"):
             lines.append(f"- {found[key]['label']}: costs {found[key]['learned_from']}")

@@ -123,3 +123,21 @@ def test_nvcc_t0_is_the_reference_when_plain_nvcc_did_not_run():
     assert "| 1 (reference) |" in same and "all 1 identical" in same
     differ = cutlass_build.report([run("nvcc-t0", "aa"), run("fast_nvcc-cold", "bb")])
     assert "1 DIFFER" in differ
+
+
+def test_the_same_unsplit_steps_cpu_tells_the_machines_speed_between_two_builds():
+    """Round 22 (16 cores): the same unsplit compiles spent 0.77x and 1.21x their cpu from one
+    build to the next, so a report says so beside two builds' walls.  Here six unsplit steps
+    took 1.2 times as long in the second build; the split step (another command) and steps
+    under a second are left out, and fewer than five common steps tell nothing."""
+    def build(scale: float, *, split_cpu: float) -> dict:
+        plain = record("a.cu", time=0.0, steps=[(0, 2.0 * scale)] * 6 + [(0, 0.5)], critical=2.0 * scale)
+        split = record("b.cu", time=0.0, steps=[(0, 3.0)], critical=3.0)
+        split["steps"][0].update(cpu_seconds=split_cpu, cores=4)
+        return cutlass_build.analyze_log([plain, split], cores=4)
+
+    first, second = build(1.0, split_cpu=9.0), build(1.2, split_cpu=20.0)
+    assert cutlass_build.same_steps_cpu(second, first) == (pytest.approx(1.2), 6)
+    assert cutlass_build.same_steps_cpu(build(1.0, split_cpu=9.0) | {"unsplit_cpu": {}}, first) is None
+    lines = cutlass_build.describe_logs([("first", first), ("second", second)], cores=4)
+    assert "same unsplit steps" not in lines[0] and "spent 1.20x their cpu in first (6 steps)" in lines[1]
