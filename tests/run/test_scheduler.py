@@ -354,34 +354,42 @@ def test_a_short_step_takes_no_slot_of_the_pool_a_long_one_waits_for(tmp_path):
     assert cicc.over_pool is None and cicc.start >= fatbinary.end  # it waited for the slot
 
 
+def _pool_task(task_id: int, kind: Kind, script: str, *args: str, action: Action = Action.EXEC) -> Task:
+    step = Step(task_id, script, kind, kind.value, ("sh", "-c", script, *args))
+    return Task(task_id, step, action, argv=step.argv)
+
+
+def _run_on_pool(tmp_path, tasks, preds, *, size: int, priorities, work, saturated=lambda: False,
+                 stdout=None, handlers=None):  # fmt: skip
+    """One run of ``tasks`` (``preds``: each one's predecessors) on a machine-wide pool of ``size``
+    slots in ``tmp_path``, with -j 4."""
+    from fast_nvcc.machine.slots import PoolSlots
+
+    dag = Dag(tuple(tasks), tuple(frozenset(p) for p in preds))
+    slots = PoolSlots(str(tmp_path / "pool"), size, saturated=saturated)
+    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=4, priorities=priorities,
+                    work=work, internal=Internal(), slots=slots, handlers=handlers,
+                    stdout=stdout or io.BytesIO(), stderr=io.BytesIO())  # fmt: skip
+    try:
+        return runner.run()
+    finally:
+        runner.close()
+        slots.close()
+
+
 def test_a_slot_free_as_a_step_ends_goes_to_the_step_its_module_id_check_leads_to(tmp_path):
     """TE's whole library on 16 cores (2026-11-27): as a cicc ended, the host compile that had
     waited beside it took the compile's slot while the module_id check (no slot) ran, and the
     cicc's ptxas, the longer path, then waited 5-88 s for another slot.  Here the pool has one
     slot: the ptxas after the check takes it, the host compile waits for the ptxas."""
-    from fast_nvcc.machine.slots import PoolSlots
-
-    def task(task_id: int, kind: Kind, script: str, action: Action = Action.EXEC) -> Task:
-        step = Step(task_id, script, kind, kind.value, ("sh", "-c", script))
-        return Task(task_id, step, action, argv=step.argv)
-
     def check(run) -> None:  # in-process, a moment long, like the module_id check
         time.sleep(0.05)
         run.finish(0)
 
-    tasks = [task(0, Kind.CICC, "sleep 0.3"), task(1, Kind.OTHER, "", Action.CHECK_MODULE_ID),
-             task(2, Kind.PTXAS, "sleep 0.2"), task(3, Kind.HOST_COMPILE, "sleep 0.2")]  # fmt: skip
-    dag = Dag(tuple(tasks), (frozenset(), frozenset({0}), frozenset({1}), frozenset()))
-    slots = PoolSlots(str(tmp_path / "pool"), 1)
-    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=4,
-                    priorities=[10.0, 9.0, 9.0, 2.0], work=[8.0, 0.0, 9.0, 2.0], internal=Internal(), slots=slots,
-                    handlers={Action.CHECK_MODULE_ID: Handler(check, takes_slot=False)},
-                    stdout=io.BytesIO(), stderr=io.BytesIO())  # fmt: skip
-    try:
-        result = runner.run()
-    finally:
-        runner.close()
-        slots.close()
+    tasks = [_pool_task(0, Kind.CICC, "sleep 0.3"), _pool_task(1, Kind.OTHER, "", action=Action.CHECK_MODULE_ID),
+             _pool_task(2, Kind.PTXAS, "sleep 0.2"), _pool_task(3, Kind.HOST_COMPILE, "sleep 0.2")]  # fmt: skip
+    result = _run_on_pool(tmp_path, tasks, ((), (0,), (1,), ()), size=1, priorities=[10.0, 9.0, 9.0, 2.0],
+                          work=[8.0, 0.0, 9.0, 2.0], handlers={Action.CHECK_MODULE_ID: Handler(check, takes_slot=False)})  # fmt: skip
     assert result.returncode == 0
     cicc, _, ptxas, host = result.records
     assert host.start >= cicc.end  # the pool's one slot was the cicc's
@@ -393,26 +401,12 @@ def _yield_run(tmp_path, host_rank: float, *, cicc_exit: int = 0, tool_full: boo
     """One compile on a pool of two slots: a split cicc (two busy threads for a second after
     0.3 s of one, ranked 100, then exits ``cicc_exit``) and a host compile beside it (busy for
     2 s, ranked ``host_rank``, after the cicc in nvcc's order)."""
-    from fast_nvcc.machine.slots import PoolSlots
-
-    def task(task_id: int, kind: Kind, script: str, *args: str) -> Task:
-        step = Step(task_id, script, kind, kind.value, ("sh", "-c", script, *args))
-        return Task(task_id, step, Action.EXEC, argv=step.argv)
-
     busy = "timeout 1 sh -c 'while :; do :; done'"
-    tasks = [task(0, Kind.CICC, f"sleep 0.3; {busy} & {busy} & wait; exit {cicc_exit}", "-split-compile", "2"),
-             task(1, Kind.HOST_COMPILE, "timeout 2 sh -c 'while :; do :; done'; echo host done")]  # fmt: skip
-    dag = Dag(tuple(tasks), (frozenset(), frozenset()))
-    slots = PoolSlots(str(tmp_path / "pool"), 2, saturated=lambda: tool_full)
+    tasks = [_pool_task(0, Kind.CICC, f"sleep 0.3; {busy} & {busy} & wait; exit {cicc_exit}", "-split-compile", "2"),
+             _pool_task(1, Kind.HOST_COMPILE, "timeout 2 sh -c 'while :; do :; done'; echo host done")]  # fmt: skip
     out = io.BytesIO()
-    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=4,
-                    priorities=[100.0, host_rank], work=[50.0, 5.0], internal=Internal(), slots=slots,
-                    stdout=out, stderr=io.BytesIO())  # fmt: skip
-    try:
-        result = runner.run()
-    finally:
-        runner.close()
-        slots.close()
+    result = _run_on_pool(tmp_path, tasks, ((), ()), size=2, priorities=[100.0, host_rank], work=[50.0, 5.0],
+                          saturated=lambda: tool_full, stdout=out)  # fmt: skip
     if cicc_exit == 0:
         assert result.returncode == 0 and out.getvalue() == b"host done\n"
     return result
@@ -436,26 +430,11 @@ def test_a_stopped_step_goes_on_as_the_split_step_nears_its_end(tmp_path):
     (8 s of work learned, two threads busy 4 s) stops the host compile (3 s) and widens,
     and as its work left falls below the host compile's it gives that core back before its
     threads end: the host compile goes on while the cicc still runs on one core."""
-    from fast_nvcc.machine.slots import PoolSlots
-
-    def task(task_id: int, kind: Kind, script: str, *args: str) -> Task:
-        step = Step(task_id, script, kind, kind.value, ("sh", "-c", script, *args))
-        return Task(task_id, step, Action.EXEC, argv=step.argv)
-
     busy = "timeout 4 sh -c 'while :; do :; done'"
-    tasks = [task(0, Kind.CUDAFE, "sleep 0.1"),
-             task(1, Kind.CICC, f"sleep 0.2; {busy} & {busy} & wait", "-split-compile", "2"),
-             task(2, Kind.HOST_COMPILE, "for i in $(seq 30); do sleep 0.1; done")]  # 3 s, not counting its stops
-    dag = Dag(tuple(tasks), (frozenset(), frozenset({0}), frozenset()))
-    slots = PoolSlots(str(tmp_path / "pool"), 2, saturated=lambda: False)
-    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=4,
-                    priorities=[10.0, 8.0, 3.0], work=[2.0, 8.0, 3.0], internal=Internal(), slots=slots,
-                    stdout=io.BytesIO(), stderr=io.BytesIO())  # fmt: skip
-    try:
-        result = runner.run()
-    finally:
-        runner.close()
-        slots.close()
+    tasks = [_pool_task(0, Kind.CUDAFE, "sleep 0.1"),
+             _pool_task(1, Kind.CICC, f"sleep 0.2; {busy} & {busy} & wait", "-split-compile", "2"),
+             _pool_task(2, Kind.HOST_COMPILE, "for i in $(seq 30); do sleep 0.1; done")]  # 3 s, not counting its stops
+    result = _run_on_pool(tmp_path, tasks, ((), (0,), ()), size=2, priorities=[10.0, 8.0, 3.0], work=[2.0, 8.0, 3.0])
     assert result.returncode == 0
     _, cicc, host = result.records
     assert host.yields >= 1 and host.state is State.DONE
