@@ -702,8 +702,8 @@ def compare_objects(run: dict, plain: dict | None) -> str:
 
 
 def same_steps_cpu(log: dict, against: dict) -> tuple[float, int] | None:
-    """How many times the cpu of ``against``'s build the same unsplit steps (same source, same
-    nvcc step) spent in ``log``'s, and how many steps: the machine's speed between two builds,
+    """How many times the cpu of ``against``'s build the same unsplit steps (same source, nvcc's
+    step and tool) spent in ``log``'s, and how many steps: the machine's speed between two builds,
     which on the 16-core devices moved 0.77x to 1.21x from one build to the next (round 22), so
     a ratio of two builds' walls means little without it.  None under five such steps."""
     mine, theirs = log.get("unsplit_cpu") or {}, against.get("unsplit_cpu") or {}

@@ -6,15 +6,18 @@ from fast_nvcc.graph.tasks import Action, Task
 from fast_nvcc.plan.dryrun import Kind, Step
 
 
-def sh_task(task_id: int, script: str, *, index: int | None = None) -> Task:
+def sh_task(task_id: int, script: str, *args: str, index: int | None = None, kind: Kind = Kind.OTHER,
+            action: Action = Action.EXEC) -> Task:  # fmt: skip
+    """A task that runs ``sh -c script args...``, as a step of ``kind`` (the scheduler ranks and
+    splits by the kind and the arguments: ``-split-compile N``)."""
     step = Step(
         index=task_id if index is None else index,
         text=script,
-        kind=Kind.OTHER,
+        kind=kind,
         tool="sh",
-        argv=("sh", "-c", script),
+        argv=("sh", "-c", script, *args),
     )
-    return Task(task_id, step, Action.EXEC, argv=step.argv)
+    return Task(task_id, step, action, argv=step.argv)
 
 
 

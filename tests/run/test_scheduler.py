@@ -354,11 +354,6 @@ def test_a_short_step_takes_no_slot_of_the_pool_a_long_one_waits_for(tmp_path):
     assert cicc.over_pool is None and cicc.start >= fatbinary.end  # it waited for the slot
 
 
-def _pool_task(task_id: int, kind: Kind, script: str, *args: str, action: Action = Action.EXEC) -> Task:
-    step = Step(task_id, script, kind, kind.value, ("sh", "-c", script, *args))
-    return Task(task_id, step, action, argv=step.argv)
-
-
 def _run_on_pool(tmp_path, tasks, preds, *, size: int, priorities, work, saturated=lambda: False,
                  stdout=None, handlers=None):  # fmt: skip
     """One run of ``tasks`` (``preds``: each one's predecessors) on a machine-wide pool of ``size``
@@ -386,8 +381,8 @@ def test_a_slot_free_as_a_step_ends_goes_to_the_step_its_module_id_check_leads_t
         time.sleep(0.05)
         run.finish(0)
 
-    tasks = [_pool_task(0, Kind.CICC, "sleep 0.3"), _pool_task(1, Kind.OTHER, "", action=Action.CHECK_MODULE_ID),
-             _pool_task(2, Kind.PTXAS, "sleep 0.2"), _pool_task(3, Kind.HOST_COMPILE, "sleep 0.2")]  # fmt: skip
+    tasks = [sh_task(0, "sleep 0.3", kind=Kind.CICC), sh_task(1, "", action=Action.CHECK_MODULE_ID),
+             sh_task(2, "sleep 0.2", kind=Kind.PTXAS), sh_task(3, "sleep 0.2", kind=Kind.HOST_COMPILE)]  # fmt: skip
     result = _run_on_pool(tmp_path, tasks, ((), (0,), (1,), ()), size=1, priorities=[10.0, 9.0, 9.0, 2.0],
                           work=[8.0, 0.0, 9.0, 2.0], handlers={Action.CHECK_MODULE_ID: Handler(check, takes_slot=False)})  # fmt: skip
     assert result.returncode == 0
@@ -402,8 +397,8 @@ def _yield_run(tmp_path, host_rank: float, *, cicc_exit: int = 0, tool_full: boo
     0.3 s of one, ranked 100, then exits ``cicc_exit``) and a host compile beside it (busy for
     2 s, ranked ``host_rank``, after the cicc in nvcc's order)."""
     busy = "timeout 1 sh -c 'while :; do :; done'"
-    tasks = [_pool_task(0, Kind.CICC, f"sleep 0.3; {busy} & {busy} & wait; exit {cicc_exit}", "-split-compile", "2"),
-             _pool_task(1, Kind.HOST_COMPILE, "timeout 2 sh -c 'while :; do :; done'; echo host done")]  # fmt: skip
+    tasks = [sh_task(0, f"sleep 0.3; {busy} & {busy} & wait; exit {cicc_exit}", "-split-compile", "2", kind=Kind.CICC),
+             sh_task(1, "timeout 2 sh -c 'while :; do :; done'; echo host done", kind=Kind.HOST_COMPILE)]  # fmt: skip
     out = io.BytesIO()
     result = _run_on_pool(tmp_path, tasks, ((), ()), size=2, priorities=[100.0, host_rank], work=[50.0, 5.0],
                           saturated=lambda: tool_full, stdout=out)  # fmt: skip
@@ -431,9 +426,9 @@ def test_a_stopped_step_goes_on_as_the_split_step_nears_its_end(tmp_path):
     and as its work left falls below the host compile's it gives that core back before its
     threads end: the host compile goes on while the cicc still runs on one core."""
     busy = "timeout 4 sh -c 'while :; do :; done'"
-    tasks = [_pool_task(0, Kind.CUDAFE, "sleep 0.1"),
-             _pool_task(1, Kind.CICC, f"sleep 0.2; {busy} & {busy} & wait", "-split-compile", "2"),
-             _pool_task(2, Kind.HOST_COMPILE, "for i in $(seq 30); do sleep 0.1; done")]  # 3 s, not counting its stops
+    tasks = [sh_task(0, "sleep 0.1", kind=Kind.CUDAFE),
+             sh_task(1, f"sleep 0.2; {busy} & {busy} & wait", "-split-compile", "2", kind=Kind.CICC),
+             sh_task(2, "for i in $(seq 30); do sleep 0.1; done", kind=Kind.HOST_COMPILE)]  # 3 s, not counting its stops
     result = _run_on_pool(tmp_path, tasks, ((), (0,), ()), size=2, priorities=[10.0, 8.0, 3.0], work=[2.0, 8.0, 3.0])
     assert result.returncode == 0
     _, cicc, host = result.records
