@@ -14,9 +14,9 @@ The split model (docs/analyze.md): a step of ``c`` cpu seconds, split onto ``k``
 ``c * (s + (1 - s) * (1 + o) / k)`` and costs ``c * (1 + o * (1 - s))`` cpu seconds; ``s`` is its
 serial share (cicc's front end), ``o`` the extra work of the split.  The defaults were measured
 on TransformerEngine's ``cast/cast_grouped.cu`` split (docs/benchmarks.md).  Where the log holds
-split steps of a tool (``cores`` > 1), their own wall and cpu give its ``s`` instead
-("learned").  The share differs from source to source (TE's cast_grouped.cu split to 0.40 of
-its wall, an attention library's kernel file to 0.69), so where the logs hold split steps of
+split steps of a tool, the seconds their threads ran one at a time over their cpu give its ``s``
+instead ("learned"; :func:`step_serial_share`).  The share differs from source to source (TE's
+cast_grouped.cu split to 0.40 of its wall, an attention library's kernel file to 0.69), so where the logs hold split steps of
 the compile's own source, in any build they hold (an exact build's log appended with a split
 one), those give its ``s`` (:func:`source_serial_shares`), and the table says which compiles
 were not measured split yet.  A compile's device chain (its longest cicc + ptxas of one architecture) shrinks;
@@ -107,6 +107,21 @@ def split_step(cpu: float, *, serial: float, cores: int) -> tuple[float, float]:
             cpu * (1 + SPLIT_OVERHEAD * (1 - serial)))  # fmt: skip
 
 
+def step_serial_share(step: Step) -> float | None:
+    """A split step's serial share: the seconds its threads ran one at a time over its cpu, as
+    the run measured them (FAST_NVCC_LOG's ``serial_seconds``, which the cost history learns
+    too).  From a log without them, the share that fits its wall and cpu on the most cores it
+    held, which reads a step the build held to fewer cores than its threads wanted as a serial
+    one: FlashAttention's split ciccs, held to 1.2-1.3 cores on average (at most 2-5) in a full
+    build, measured 0.67-0.70 one thread at a time, where that fit said 0.75-0.80, and their split
+    ptxas 0.04-0.09 where it said 0.43-0.72 (docs/analyze.md)."""
+    if step.cores < 1 or not step.cpu_seconds:
+        return None
+    if step.serial_seconds is not None:
+        return min(1.0, step.serial_seconds / step.cpu_seconds)
+    return serial_share(step.seconds, step.cpu_seconds, cores=step.cores)
+
+
 def serial_share(wall: float, cpu: float, *, cores: int) -> float | None:
     """The serial share ``s`` that makes a split step of this wall and cpu on ``cores`` fit the
     model; None where nothing fits (a step that never got a second core)."""
@@ -143,9 +158,9 @@ def source_serial_shares(records: Iterable[CompileRecord]) -> tuple[tuple[str, s
             if step.tool not in SERIAL_SHARE or not step.cpu_seconds:
                 continue
             key = (record.sources[0], step.tool, step.arch or "")
-            if step.cores > 1:
+            if step.cores > 0:
                 split_cpu.setdefault(key, []).append(step.cpu_seconds)
-                share = serial_share(step.seconds, step.cpu_seconds, cores=step.cores)
+                share = step_serial_share(step)
                 if share is not None:
                     found.setdefault(key[:2], []).append(share)
             elif step.state == "done":  # ran to its end, once or after a failed guess (one record)
@@ -169,8 +184,7 @@ def _serial_shares(jobs: Sequence[Job]) -> tuple[tuple[str, float, str], ...]:
     for tool, default in SERIAL_SHARE.items():
         learned = [
             share for job in jobs if job.record is not None for step in job.record.steps
-            if step.tool == tool and step.cores > 1 and step.cpu_seconds
-            and (share := serial_share(step.seconds, step.cpu_seconds, cores=step.cores)) is not None
+            if step.tool == tool and (share := step_serial_share(step)) is not None
         ]  # fmt: skip
         if learned:
             steps = f"{len(learned)} split step{'s' if len(learned) != 1 else ''}"
@@ -199,7 +213,7 @@ def _pole(job: Job, *, cores: int, serial: dict[str, float],
     chain = chains[arch]
     cicc = sum(s.seconds for s in chain if s.tool == "cicc")
     ptxas = sum(s.seconds for s in chain if s.tool == "ptxas")
-    if any(s.cores > 1 for s in steps if s.tool in ("cicc", "ptxas")):
+    if any(s.cores > 0 for s in steps if s.tool in ("cicc", "ptxas")):
         return PoleAdvice(job.name, source, job.start, job.seconds, cicc, ptxas, host, job.seconds, already_split=True), 0.0
     mine = own.get(job.record.sources[0], {}) if job.record.sources else {}
     shares = {**serial, **{tool: value for tool, (value, _, _) in mine.items()}}

@@ -169,6 +169,7 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
             guess_failed=str(step.get("guess_failed", "")),
             guess_lost=_float_or_none(step.get("guess_lost")) or 0.0,
             cores=int(step.get("cores") or 0),
+            serial_seconds=_float_or_none(step.get("serial_seconds")),
         )
         for step in data.get("steps") or ()
     )

@@ -51,6 +51,7 @@ class Step:
     guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guess.decisions): why
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
     cores: int = 0  # a split step: the most cores its threads held at once
+    serial_seconds: float | None = None  # ... and how long its threads ran one at a time (None: an older log)
 
     @property
     def needed(self) -> bool:

@@ -821,6 +821,42 @@ def test_split_steps_in_the_log_teach_their_serial_share_and_count_as_split(tmp_
     assert v.poles[0].already_split and v.split_floor is None
 
 
+def test_a_split_steps_serial_share_is_the_time_its_threads_ran_one_at_a_time(tmp_path):
+    """FAST_NVCC_LOG's ``serial_seconds`` is what a split step's threads ran one at a time: the
+    share is that over its cpu, however few cores the build gave it.  FlashAttention's split
+    cicc in a full build (round 23): 125.8 s of cpu in 98.5 s, at most 5 cores, 84.8 s one
+    thread at a time, a share of 0.67; fitting the model to its wall on the 5 cores said 0.75.
+    A log written before ``serial_seconds`` keeps that fit."""
+    record = log_record(1000.0, 200.0, ["/b/flash_fwd.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 98.5)])
+    record["sources"] = ["/src/a.cu"]
+    record["steps"][0].update(cpu_seconds=125.8, cores=5, serial_seconds=84.8)
+    short = [log_record(1000.0 + i, 10.0, [f"/b/s{i}.o"], [("cicc", "cicc", "compute_90", 0.0, 10.0)]) for i in range(4)]
+    v = analyze(load_build([str(write_jsonl(tmp_path / "log.jsonl", [record, *short]))]), slots=8).advice
+    assert v.serial[0] == ("cicc", pytest.approx(84.8 / 125.8), "learned from 1 split step")
+    (entry,) = load_build([str(tmp_path / "log.jsonl")]).split_shares
+    assert entry[:4] == ("/src/a.cu", "cicc", pytest.approx(84.8 / 125.8), 1)
+    del record["steps"][0]["serial_seconds"]
+    v = analyze(load_build([str(write_jsonl(tmp_path / "old.jsonl", [record, *short]))]), slots=8).advice
+    assert v.serial[0][1] == pytest.approx(advice.serial_share(98.5, 125.8, cores=5)) != pytest.approx(84.8 / 125.8, abs=0.05)
+
+
+def test_a_split_step_held_to_one_core_is_split_not_the_unsplit_cpu_it_is_compared_with(tmp_path):
+    """A split step the build never gave a second core ran split all the same (its threads, its
+    extra work): its compile is already split, and its cpu is not the unsplit cpu that a split
+    step of the same source is compared with."""
+    held = log_record(1000.0, 200.0, ["/b/relu_grouped.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 150.0)])
+    held["sources"] = ["/src/activation/relu_grouped.cu"]
+    held["steps"][0].update(cpu_seconds=150.0, cores=1, serial_seconds=100.0)
+    wide = log_record(100_000.0, 60.0, ["/b/relu_grouped.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 60.0)])
+    wide["sources"] = ["/src/activation/relu_grouped.cu"]
+    wide["steps"][0].update(cpu_seconds=160.0, cores=4, serial_seconds=50.0)
+    short = [log_record(1000.0 + i, 10.0, [f"/b/s{i}.o"], [("cicc", "cicc", "compute_90", 0.0, 10.0)]) for i in range(4)]
+    build = load_build([str(write_jsonl(tmp_path / "log.jsonl", [held, *short, wide]))], build=1)
+    (entry,) = build.split_shares
+    assert entry == ("/src/activation/relu_grouped.cu", "cicc", pytest.approx(100.0 / 150.0), 2, None)  # the upper median
+    assert analyze(build, slots=4).advice.poles[0].already_split
+
+
 def test_only_the_compiles_that_would_still_end_after_the_new_floor_are_split(tmp_path):
     """The 180 s compile split ends near 98 s; a 95 s one ends before that unsplit, and its
     split would only add work: it is not advised."""
