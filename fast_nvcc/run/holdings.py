@@ -65,6 +65,8 @@ class Holdings:
         self._grants_polled = self._yield_looked = -1.0
         # Steps stopped to give their cores to split steps (yielding.py): task -> since when.
         self.paused: dict[int, float] = {}
+        # ... and by the memory guard for lack of memory (fast_nvcc.machine.pressure).
+        self.memory_paused: dict[int, float] = {}
         if self.split:
             self.grants = Grants(self.admission, pool_directory=getattr(slots, "directory", None)
                                  or pool_directory(env), pin=processes.pin, now=now)  # fmt: skip
@@ -79,7 +81,9 @@ class Holdings:
         if ran is not None:
             return ran
         now = self.now()
-        return now - record.start - record.stopped - (now - self.paused[task_id] if task_id in self.paused else 0.0)
+        stops = [since for since in (self.paused.get(task_id), self.memory_paused.get(task_id)) if since is not None]
+        # record.stopped counts the stops that have ended; one still on counts from its start.
+        return now - record.start - record.stopped - (now - min(stops) if stops else 0.0)
 
     def rank_of(self, task_id: int) -> float:
         """The rank a task asks and holds a slot at: its remaining path, which falls as it runs
@@ -241,23 +245,22 @@ class Holdings:
             return None
         from ..machine.pressure import PressureGuard
 
-        stopped_at: dict[int, float] = {}
-
-        def on_change(what: str, task_id: int) -> None:
-            if what == "stop":
-                stopped_at[task_id] = self.now()
-            elif task_id in stopped_at:
-                self.records[task_id].memory_stopped += self.now() - stopped_at.pop(task_id)
-            if what == "evict":
-                self.records[task_id].memory_evicted = True
-
         def signal_step(task_id: int, signum: int) -> bool:
             if signum == signal.SIGCONT and task_id in self.paused:
                 return True  # stopped for a split step too: it goes on when it has a slot again
             return self.processes.signal_step(task_id, signum)
 
-        return PressureGuard(self.memory, signal_step=signal_step, on_change=on_change,
+        return PressureGuard(self.memory, signal_step=signal_step, on_change=self.memory_changed,
                              step_pids=self.processes.step_pids).start()  # fmt: skip
+
+    def memory_changed(self, what: str, task_id: int) -> None:
+        """The memory guard stopped a step ("stop"), let it go on, or killed it ("evict")."""
+        if what == "stop":
+            self.memory_paused[task_id] = self.now()
+        elif task_id in self.memory_paused:
+            self.records[task_id].memory_stopped += self.now() - self.memory_paused.pop(task_id)
+        if what == "evict":
+            self.records[task_id].memory_evicted = True
 
     def close(self) -> None:
         if self.grants is not None:

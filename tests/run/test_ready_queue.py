@@ -214,3 +214,32 @@ def test_a_started_steps_rank_falls_with_its_work_done_once_its_compiles_estimat
     floor = whole - (1 - ReadyQueue.LEFT) * costs[CICC]
     assert queue.remaining(CICC, 100.0) == pytest.approx(floor) and floor > queue.priority(PTXAS)
     assert queue.left(CICC, 100.0) == 0.0
+
+
+def test_the_work_a_step_has_done_leaves_out_its_stops_also_one_still_on():
+    """What a started step has done, which its rank falls by: its time running, less the
+    stops that ended (record.stopped) and the one still on, whether the memory guard stopped
+    it or it gave its core to a split step."""
+    from types import SimpleNamespace
+
+    from fast_nvcc.run.holdings import Holdings
+
+    step = Step(index=0, text="cicc", kind=Kind.CICC, tool="cicc", argv=("cicc",))
+    clock = [0.0]
+    record = Record(0, start=0.0)
+    holdings = Holdings([Task(0, step, Action.EXEC, argv=step.argv)], [record], jobs=1, slots=Slots(), memory=None,
+                        processes=SimpleNamespace(pin=None), env={}, handler_of=None, priority_of=None,
+                        now=lambda: clock[0])  # fmt: skip
+    clock[0] = 10.0
+    assert holdings.done(0) == 10.0
+    holdings.memory_changed("stop", 0)
+    clock[0] = 14.0
+    assert holdings.done(0) == 10.0  # stopped for memory since 10 s
+    holdings.memory_changed("continue", 0)
+    assert record.memory_stopped == 4.0
+    clock[0] = 20.0
+    assert holdings.done(0) == 16.0
+    holdings.paused[0] = 20.0  # gave its core to a split step at 20 s
+    holdings.memory_changed("stop", 0)
+    clock[0] = 25.0
+    assert holdings.done(0) == 16.0  # both stops on: counted once, from the first
