@@ -39,10 +39,10 @@ def choose_dag(
     if sequential:
         return sequential_dag(plan, shell=shell)
     split = switch(env, "FAST_NVCC_SPLIT_HOST") and not (faithful or watched)
+    probes = stub_probe(env)
     dag = build_dag(plan, shell=shell, speculate=not faithful and guesses.guess_module_id,
                     split_host=split and guesses.split_host, early_stub=guesses.early_stub,
-                    probe_stubs=stub_probe(env) != "off",
-                    urgent_probes=stub_probe(env) != "idle",
+                    probe_stubs=probes != "off", urgent_probes=probes != "idle",
                     learned_stubs=switch(env, "FAST_NVCC_LEARNED_STUB"), workdir=workdir)  # fmt: skip
     if dag.problems:
         for problem in dag.problems:
