@@ -7,7 +7,7 @@ staggered behind the ciccs (docs/benchmarks.md, round 22).  This runs the same p
 the same PTX in turns, nothing else on the machine:
 
 * ``alone[:NAME,...]``: one at a time, every core theirs (all of them, or the ones named);
-* ``together``: all at once;
+* ``together[:NAME,...]``: all at once (all of them, or the ones named);
 * ``held:K``: all at once, each held to K cores of its own (CPU affinity), as fast_nvcc holds a
   split step to the cores it grants (a grant can be narrower than the threads).
 
@@ -55,16 +55,13 @@ def run_mode(mode: str, names: Sequence[str], *, ptx_dir: Path, out_dir: Path, p
     """One run: {"mode", "wall", "steps": {name: {"cpu", "wall", "start"}}}."""
     cpus = sorted(os.sched_getaffinity(0))
     kind, _, argument = mode.partition(":")
-    if kind == "alone":
-        chosen = argument.split(",") if argument else list(names)
-        unknown = [n for n in chosen if n not in names]
-        if unknown:
-            raise SystemExit(f"ptxas_together: no PTX named {', '.join(unknown)} (have {', '.join(names)})")
-        batches = [[n] for n in chosen]
-    elif kind in ("together", "held"):
-        batches = [list(names)]
-    else:
-        raise SystemExit(f"ptxas_together: unknown run {mode!r} (alone[:NAMES], together, held:K)")
+    if kind not in ("alone", "together", "held"):
+        raise SystemExit(f"ptxas_together: unknown run {mode!r} (alone[:NAMES], together[:NAMES], held:K)")
+    chosen = argument.split(",") if argument and kind != "held" else list(names)
+    unknown = [n for n in chosen if n not in names]
+    if unknown:
+        raise SystemExit(f"ptxas_together: no PTX named {', '.join(unknown)} (have {', '.join(names)})")
+    batches = [[n] for n in chosen] if kind == "alone" else [chosen]
     width = int(argument) if kind == "held" else 0
     steps: dict[str, dict] = {}
     start = time.perf_counter()
@@ -86,6 +83,8 @@ def run_mode(mode: str, names: Sequence[str], *, ptx_dir: Path, out_dir: Path, p
                 raise SystemExit(f"ptxas_together: ptxas failed on {name}.ptx (exit {os.waitstatus_to_exitcode(status)})")
             steps[name] = {"cpu": usage.ru_utime + usage.ru_stime, "wall": time.perf_counter() - began,
                            "start": began - start}  # fmt: skip
+            print(f"{mode}: {name} cpu {steps[name]['cpu']:.1f} s, wall {steps[name]['wall']:.1f} s", file=sys.stderr,
+                  flush=True)  # fmt: skip
     return {"mode": mode, "wall": time.perf_counter() - start, "steps": steps}
 
 
@@ -150,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stage", action="store_true", help="make the PTX from TE's sources (te_build.py's tree)")
     parser.add_argument("--sources", nargs="+", default=list(SEVEN), help="--stage: te_build.py patterns")
     parser.add_argument("--ptx", default=str(STAGED), help="a .tar.xz of NAME.ptx, or a folder of them")
-    parser.add_argument("--runs", default="alone,together,alone", help="alone[:NAMES], together, held:K, in turn")
+    parser.add_argument("--runs", default="alone,together,alone", help="alone[:NAMES], together[:NAMES], held:K, in turn")
     parser.add_argument("--arch", default="sm_90")
     parser.add_argument("--split", type=int, default=16, help="ptxas -split-compile=N (0: unsplit)")
     parser.add_argument("--work", default="/tmp/ptxas-together")
