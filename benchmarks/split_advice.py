@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""``fast_nvcc analyze``'s split advice against the builds it advised, as a user follows it
+(issue 39, item 2): FlashAttention's kernel files (benchmarks/pytorch_extension.py's build,
+-j cores + 2) built exact, then in rounds: analyze on every log so far (``--build 1``: the exact
+build, with the split steps the advised builds measured), ``--write-split FILE``, and the
+``--split 16 --split-sources @FILE`` build that file asks for, sharing the exact build's cost
+history.  Round 1's advice has measured no split of these sources; later rounds have.
+
+For each round: the advice, the floor analyze predicted, what the advised build took (analyze's
+wall of its log), their ratio, and the same unsplit steps' cpu against the exact build's (the
+machine's speed between the two builds; the ratio at the exact build's speed beside it).  Needs
+torch with CUDA, ninja and nvcc (the device), ``.fa`` carried (``sh benchmarks/fa_stage.sh``):
+
+    python3 benchmarks/split_advice.py --rounds 2 --json out.json --logs logs/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytorch_extension
+from common import ROOT, machine, read_log, today, tool_versions, write_json
+from cutlass_build import analyze_log, same_steps_cpu
+from pytorch_extension import SOURCES, STAGED, unpack
+
+
+def analyze(logs: Sequence[Path], *, written: Path, work: Path) -> tuple[dict, list[str]]:
+    """analyze's JSON report of the first build in ``logs`` (joined in one file), and the
+    sources its advice wrote to ``written``."""
+    joined = work / "joined.jsonl"
+    joined.write_text("".join(log.read_text() for log in logs))
+    done = subprocess.run([sys.executable, "-m", "fast_nvcc", "analyze", str(joined), "--build", "1", "--format", "json",
+                           "--write-split", str(written)], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"split_advice: analyze failed:\n{done.stderr[-2000:]}")
+    sources = [line.strip() for line in written.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    return json.loads(done.stdout), sources
+
+
+def took(log: Path) -> float:
+    """analyze's wall of one build's log: its first job's start to its last job's end."""
+    done = subprocess.run([sys.executable, "-m", "fast_nvcc", "analyze", str(log), "--format", "json"],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          check=True)  # fmt: skip
+    return float(json.loads(done.stdout)["wall_seconds"])
+
+
+def report(rounds: Sequence[dict], info: dict) -> str:
+    exact = rounds[0]
+    lines = [(f"## analyze's split advice against the builds it advised: FlashAttention, {len(info['sources'])} "
+              f"kernel files, -j{info['jobs']}"),
+             f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['date']}", "",
+             "| build | advice | predicted s | took s | took / predicted | same steps' cpu vs exact | at the exact build's speed |",
+             "|---|---|---:|---:|---:|---:|---:|",
+             f"| exact | | | {exact['took']:.1f} | | | |"]  # fmt: skip
+    for number, row in enumerate(rounds[1:], 1):
+        if not row["sources"]:
+            lines.append(f"| round {number} | no split advised | | | | | |")
+            continue
+        measured = "measured split" if row["measured"] else "not measured split"
+        ratio = row["took"] / row["predicted"]
+        same = row.get("same_steps")
+        count = f"{len(row['sources'])} source{'s' if len(row['sources']) != 1 else ''}"
+        lines.append(f"| round {number} | {count}, {measured} | {row['predicted']:.1f} | "
+                     f"{row['took']:.1f} | {ratio:.3f} | {f'{same:.3f}' if same else ''} | "
+                     f"{f'{ratio / same:.3f}' if same else ''} |")  # fmt: skip
+    lines += ["", ("predicted: analyze's split floor on the logs so far (the exact build's, with the split steps "
+                   "measured before); took: analyze's wall of the advised build's log")]  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=2, help="advised builds after the exact one")
+    parser.add_argument("--sources", default=",".join(SOURCES), help="kernel files of csrc/flash_attn/src")
+    parser.add_argument("--work", default="/tmp/fa-advice", help="build here (one fixed path)")
+    parser.add_argument("--nvcc", default=None)
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--logs", default=None, help="keep every build's FAST_NVCC_LOG here")
+    options = parser.parse_args(argv)
+    if not STAGED.exists():
+        raise SystemExit(f"split_advice: no {STAGED}: run sh benchmarks/fa_stage.sh here first")
+    nvcc = options.nvcc
+    if nvcc is None:
+        from torch.utils import cpp_extension
+
+        nvcc = os.path.join(cpp_extension.CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
+    work = Path(options.work)
+    work.mkdir(parents=True, exist_ok=True)
+    logs = Path(options.logs) if options.logs else work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    src, sources = unpack(work), options.sources.split(",")
+    info = {**machine(), **tool_versions(nvcc), "date": today(), "sources": sources, "jobs": len(os.sched_getaffinity(0)) + 2}
+    cores = len(os.sched_getaffinity(0))
+    build = pytorch_extension.build
+    run = build("fast_nvcc-cores", src=src, work=work, sources=sources, nvcc=nvcc, sccache=None, logs=None)
+    shutil.copy(work / "fast_nvcc-cores.jsonl", logs / "exact.jsonl")
+    kept = [logs / "exact.jsonl"]
+    exact_log = analyze_log(read_log(kept[0]), cores=cores)
+    rounds = [{"took": took(kept[0]), "wall": run["wall_seconds"], "cpu": run["cpu_seconds"]}]
+    for number in range(1, options.rounds + 1):
+        written = logs / f"split-{number}.txt"
+        report_json, advised = analyze(kept, written=written, work=work)
+        advice = report_json["advice"]
+        row = {"sources": advised, "predicted": advice.get("split_floor_seconds"),
+               "measured": any(p.get("measured_split") for p in advice["poles"] if p.get("source") in advised)}
+        rounds.append(row)
+        if not advised:
+            break
+        run = build("fast_nvcc-split", src=src, work=work, sources=sources, nvcc=nvcc, sccache=None, logs=None,
+                    split=(16, f"@{written}"))  # fmt: skip
+        log = logs / f"advised-{number}.jsonl"
+        shutil.copy(work / "fast_nvcc-split.jsonl", log)
+        kept.append(log)
+        same = same_steps_cpu(analyze_log(read_log(log), cores=cores), exact_log)
+        row.update(took=took(log), wall=run["wall_seconds"], cpu=run["cpu_seconds"], same_steps=same[0] if same else None)
+        write_json(options.json, {"scenario": "split-advice", "machine": info, "rounds": rounds})
+    write_json(options.json, {"scenario": "split-advice", "machine": info, "rounds": rounds})
+    print(report(rounds, info))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
