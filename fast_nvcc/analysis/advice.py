@@ -16,10 +16,10 @@ serial share (cicc's front end), ``o`` the extra work of the split.  The default
 on TransformerEngine's ``cast/cast_grouped.cu`` split (docs/benchmarks.md).  Where the log holds
 split steps of a tool, the seconds their threads ran one at a time over their cpu give its ``s``
 instead ("learned"; :func:`step_serial_share`).  The share differs from source to source (TE's
-cast_grouped.cu split to 0.40 of its wall, an attention library's kernel file to 0.69), so where the logs hold split steps of
-the compile's own source, in any build they hold (an exact build's log appended with a split
-one), those give its ``s`` (:func:`source_serial_shares`), and the table says which compiles
-were not measured split yet.  A compile's device chain (its longest cicc + ptxas of one architecture) shrinks;
+cast_grouped.cu split to 0.40 of its wall, an attention library's kernel file to 0.69), so
+where the logs hold split steps of the compile's own source, in any build they hold (an exact
+build's log appended with a split one), those give its ``s`` (:func:`source_serial_shares`),
+and the table says which compiles were not measured split yet.  A compile's device chain (its longest cicc + ptxas of one architecture) shrinks;
 the host side (preprocessing, cudafe++, host compile) does not, and bounds it below.
 """
 

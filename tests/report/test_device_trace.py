@@ -29,6 +29,11 @@ def templates(tmp_path: Path) -> Path:
     return Path(shutil.copytree(TEMPLATES, tmp_path / "src"))
 
 
+# Spans whose enclosing span may differ between two cicc runs of one source (see below): a swap
+# counts twice; ``expensive.cu`` for two architectures has about 7,900 spans.
+PLACED_DIFFERENTLY = 8
+
+
 def structure(document: dict) -> dict:
     """What must match nvcc's trace when timings differ: the header, each process's name and
     thread name, and per tool process every span's name, detail and enclosing span's name."""
@@ -86,7 +91,17 @@ def test_merged_trace_has_nvcc_structure(nvcc, templates):
                 found.setdefault((k[0], k[1]), set()).add(k[3])
         return found
 
-    assert stable(ours["tool_spans"]) == stable(theirs["tool_spans"])
+    # Every span, by name and detail, as nvcc's; its enclosing span as nvcc's but for a few: two
+    # cicc runs round span edges to whole microseconds, so a span that starts as its neighbour
+    # ends may land inside it (os_defines.h's 1 µs header span inside a function body's scan,
+    # in one run of four of nvcc 13.0 itself on a loaded machine, 2026-11-29).
+    def unplaced(spans: Counter) -> Counter:
+        return Counter(k[:4] for k in stable(spans).elements())
+
+    assert unplaced(ours["tool_spans"]) == unplaced(theirs["tool_spans"])
+    mine, nvccs = stable(ours["tool_spans"]), stable(theirs["tool_spans"])
+    moved = (mine - nvccs) + (nvccs - mine)
+    assert sum(moved.values()) <= PLACED_DIFFERENTLY, moved
     # Which functions get a span of their own varies too: cicc leaves out the ones it optimised
     # fastest, and heavy<N>'s instantiations sit near that line (two plain nvcc runs named
     # different ones, 2026-11-25), and so does whether one nests in another.  The same tools
