@@ -29,7 +29,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from ..plan.split_option import SERIAL_SHARE, split_file
+from ..plan.split_option import SERIAL_SHARE, measured_share, split_file
 from .records import Advice, CompileRecord, Job, PoleAdvice, Step
 
 SPLIT_OVERHEAD = 0.10  # o: the split's extra work, a share of the parallel part
@@ -118,7 +118,7 @@ def step_serial_share(step: Step) -> float | None:
     if step.cores < 1 or not step.cpu_seconds:
         return None
     if step.serial_seconds is not None:
-        return min(1.0, step.serial_seconds / step.cpu_seconds)
+        return measured_share(step.serial_seconds, step.cpu_seconds)
     return serial_share(step.seconds, step.cpu_seconds, cores=step.cores)
 
 

@@ -19,6 +19,7 @@ from ..machine.buildtool import Saturation
 from ..machine.memory import MemoryBudget, budget_from_environment
 from ..machine.slots import pool_directory
 from ..plan.dryrun import Kind, Plan, Step, temp_name
+from ..plan.split_option import measured_share
 from ..run.task_records import Record, State
 from ..settings import switch
 from .history import ASSEMBLE, Cost, History, Measurement, estimate, history_path
@@ -210,4 +211,4 @@ def _one_core(record: Record) -> tuple[float, float | None]:
     took = record.seconds - record.stopped
     if not record.core_timeline or not record.cpu_seconds:
         return took, None
-    return record.cpu_seconds, min(1.0, record.serial_seconds / record.cpu_seconds)
+    return record.cpu_seconds, measured_share(record.serial_seconds, record.cpu_seconds)

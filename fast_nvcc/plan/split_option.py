@@ -38,6 +38,13 @@ CUDA_SUFFIXES = (".cu", ".CU")
 SERIAL_SHARE = {"cicc": 0.37, "ptxas": 0.16}
 
 
+def measured_share(serial_seconds: float, cpu_seconds: float) -> float:
+    """A split step's own serial share, as it ran: the seconds its threads ran one at a time
+    (FAST_NVCC_LOG's ``serial_seconds``) over its cpu, what one core would take.  The cost
+    history learns it, and analyze reads it from the log."""
+    return min(1.0, serial_seconds / cpu_seconds)
+
+
 def settings(split: int | None, sources: str | None, env: Mapping[str, str], *,
              cwd: str | None = None) -> tuple[int | None, tuple[str, ...]]:  # fmt: skip
     """The thread count and the patterns, from the options or else the environment; ``(None,
