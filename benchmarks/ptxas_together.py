@@ -6,8 +6,8 @@ cpu in a learned build, whose ciccs end together, than in a first build, whose p
 staggered behind the ciccs (docs/benchmarks.md, round 22).  This runs the same ptxas commands on
 the same PTX in turns, nothing else on the machine:
 
-* ``alone[:NAME,...]``: one at a time, every core theirs (all of them, or the ones named);
-* ``together[:NAME,...]``: all at once (all of them, or the ones named);
+* ``alone[:NAME+...]``: one at a time, every core theirs (all of them, or the ones named);
+* ``together[:NAME+...]``: all at once (all of them, or the ones named);
 * ``held:K``: all at once, each held to K cores of its own (CPU affinity), as fast_nvcc holds a
   split step to the cores it grants (a grant can be narrower than the threads).
 
@@ -56,8 +56,8 @@ def run_mode(mode: str, names: Sequence[str], *, ptx_dir: Path, out_dir: Path, p
     cpus = sorted(os.sched_getaffinity(0))
     kind, _, argument = mode.partition(":")
     if kind not in ("alone", "together", "held"):
-        raise SystemExit(f"ptxas_together: unknown run {mode!r} (alone[:NAMES], together[:NAMES], held:K)")
-    chosen = argument.split(",") if argument and kind != "held" else list(names)
+        raise SystemExit(f"ptxas_together: unknown run {mode!r} (alone[:NAME+...], together[:NAME+...], held:K)")
+    chosen = argument.split("+") if argument and kind != "held" else list(names)  # runs are comma-separated
     unknown = [n for n in chosen if n not in names]
     if unknown:
         raise SystemExit(f"ptxas_together: no PTX named {', '.join(unknown)} (have {', '.join(names)})")
@@ -68,10 +68,10 @@ def run_mode(mode: str, names: Sequence[str], *, ptx_dir: Path, out_dir: Path, p
     for batch in batches:
         running = {}
         for i, name in enumerate(batch):
-            held = set(cpus[(i * width) % len(cpus):][:width]) if width else None
+            held = cpus[(i * width) % len(cpus):][:width] if width else None
             command = ptxas_command(ptxas, ptx_dir / f"{name}.ptx", out_dir / f"{name}.cubin", arch=arch, split=split)
             if held:  # taskset execs ptxas: its threads inherit the affinity
-                command = ["taskset", "-c", ",".join(map(str, sorted(held))), *command]
+                command = ["taskset", "-c", ",".join(map(str, held)), *command]
             process = subprocess.Popen(command)
             running[process.pid] = (name, time.perf_counter())
         while running:
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stage", action="store_true", help="make the PTX from TE's sources (te_build.py's tree)")
     parser.add_argument("--sources", nargs="+", default=list(SEVEN), help="--stage: te_build.py patterns")
     parser.add_argument("--ptx", default=str(STAGED), help="a .tar.xz of NAME.ptx, or a folder of them")
-    parser.add_argument("--runs", default="alone,together,alone", help="alone[:NAMES], together[:NAMES], held:K, in turn")
+    parser.add_argument("--runs", default="alone,together,alone", help="alone[:NAME+...], together[:NAME+...], held:K, comma-separated, in turn")
     parser.add_argument("--arch", default="sm_90")
     parser.add_argument("--split", type=int, default=16, help="ptxas -split-compile=N (0: unsplit)")
     parser.add_argument("--work", default="/tmp/ptxas-together")

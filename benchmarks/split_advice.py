@@ -31,26 +31,29 @@ from cutlass_build import analyze_log, same_steps_cpu
 from pytorch_extension import SOURCES, STAGED, unpack
 
 
+def _analyze_json(*args: str) -> dict:
+    """``fast_nvcc analyze --format json ARGS``'s report."""
+    done = subprocess.run([sys.executable, "-m", "fast_nvcc", "analyze", *args, "--format", "json"],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"split_advice: analyze failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
 def analyze(logs: Sequence[Path], *, written: Path, work: Path) -> tuple[dict, list[str]]:
     """analyze's JSON report of the first build in ``logs`` (joined in one file), and the
     sources its advice wrote to ``written``."""
     joined = work / "joined.jsonl"
     joined.write_text("".join(log.read_text() for log in logs))
-    done = subprocess.run([sys.executable, "-m", "fast_nvcc", "analyze", str(joined), "--build", "1", "--format", "json",
-                           "--write-split", str(written)], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)  # fmt: skip
-    if done.returncode != 0:
-        raise SystemExit(f"split_advice: analyze failed:\n{done.stderr[-2000:]}")
+    report = _analyze_json(str(joined), "--build", "1", "--write-split", str(written))
     sources = [line.strip() for line in written.read_text().splitlines() if line.strip() and not line.startswith("#")]
-    return json.loads(done.stdout), sources
+    return report, sources
 
 
 def took(log: Path) -> float:
     """analyze's wall of one build's log: its first job's start to its last job's end."""
-    done = subprocess.run([sys.executable, "-m", "fast_nvcc", "analyze", str(log), "--format", "json"],
-                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          check=True)  # fmt: skip
-    return float(json.loads(done.stdout)["wall_seconds"])
+    return float(_analyze_json(str(log))["wall_seconds"])
 
 
 def report(rounds: Sequence[dict], info: dict) -> str:
@@ -98,8 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs = Path(options.logs) if options.logs else work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     src, sources = unpack(work), options.sources.split(",")
-    info = {**machine(), **tool_versions(nvcc), "date": today(), "sources": sources, "jobs": len(os.sched_getaffinity(0)) + 2}
     cores = len(os.sched_getaffinity(0))
+    info = {**machine(), **tool_versions(nvcc), "date": today(), "sources": sources, "jobs": cores + 2}
     build = pytorch_extension.build
     run = build("fast_nvcc-cores", src=src, work=work, sources=sources, nvcc=nvcc, sccache=None, logs=None)
     shutil.copy(work / "fast_nvcc-cores.jsonl", logs / "exact.jsonl")

@@ -27,11 +27,11 @@ def test_each_run_measures_the_ptxas_it_names_and_the_table_compares_them_with_a
         subprocess.run([nvcc, "-ptx", "-arch=sm_80", str(tmp_path / "k.cu"), "-o", str(ptx / f"{name}.ptx")], check=True)
     out = tmp_path / "runs.json"
     code = ptxas_together.main(["--nvcc", nvcc, "--ptx", str(ptx), "--arch", "sm_80", "--split", "2",
-                                "--runs", "alone,together,held:1,alone:a,together:b", "--json", str(out)])  # fmt: skip
+                                "--runs", "alone,together,held:1,alone:a,together:b+a", "--json", str(out)])  # fmt: skip
     assert code == 0
     runs = json.loads(out.read_text())["runs"]
-    assert [r["mode"] for r in runs] == ["alone", "together", "held:1", "alone:a", "together:b"]
-    assert [sorted(r["steps"]) for r in runs] == [["a", "b"], ["a", "b"], ["a", "b"], ["a"], ["b"]]
+    assert [r["mode"] for r in runs] == ["alone", "together", "held:1", "alone:a", "together:b+a"]
+    assert [sorted(r["steps"]) for r in runs] == [["a", "b"], ["a", "b"], ["a", "b"], ["a"], ["a", "b"]]
     alone, together = runs[0]["steps"], runs[1]["steps"]
     assert alone["b"]["start"] >= alone["a"]["start"] + alone["a"]["wall"] - 0.01  # one after the other
     assert abs(together["a"]["start"] - together["b"]["start"]) < 1.0  # side by side
