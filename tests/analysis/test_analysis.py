@@ -838,6 +838,11 @@ def test_a_split_steps_serial_share_is_the_time_its_threads_ran_one_at_a_time(tm
     del record["steps"][0]["serial_seconds"]
     v = analyze(load_build([str(write_jsonl(tmp_path / "old.jsonl", [record, *short]))]), slots=8).advice
     assert v.serial[0][1] == pytest.approx(advice.serial_share(98.5, 125.8, cores=5)) != pytest.approx(84.8 / 125.8, abs=0.05)
+    # A step of a few looks (a tenth of a second apart) measured nothing: it teaches no share.
+    tiny = log_record(1000.0, 1.0, ["/b/tiny.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 0.21)])
+    tiny["steps"][0].update(cpu_seconds=0.21, cores=1, serial_seconds=0.0)
+    v = analyze(load_build([str(write_jsonl(tmp_path / "tiny.jsonl", [tiny, *short]))]), slots=8).advice
+    assert v.serial[0] == ("cicc", advice.SERIAL_SHARE["cicc"], "measured (TE cast_grouped.cu, 2026-11-25)")
 
 
 def test_a_split_step_held_to_one_core_is_split_not_the_unsplit_cpu_it_is_compared_with(tmp_path):
