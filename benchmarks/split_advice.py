@@ -12,6 +12,11 @@ machine's speed between the two builds; the ratio at the exact build's speed bes
 torch with CUDA, ninja and nvcc (the device), ``.fa`` carried (``sh benchmarks/fa_stage.sh``):
 
     python3 benchmarks/split_advice.py --rounds 2 --json out.json --logs logs/
+
+A device call lasts at most 10 minutes and the exact build with two rounds takes 9-10: with
+``--resume``, the builds whose logs are already in ``--logs`` (exact.jsonl, advised-N.jsonl) are
+read, not built again, so one call runs the exact build and round 1 and the next (on the same warm
+machine: the cost history lives in ``--work``) round 2.
 """
 
 from __future__ import annotations
@@ -88,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nvcc", default=None)
     parser.add_argument("--json", default=None)
     parser.add_argument("--logs", default=None, help="keep every build's FAST_NVCC_LOG here")
+    parser.add_argument("--resume", action="store_true", help="read the builds whose logs --logs holds, build the rest")
     options = parser.parse_args(argv)
     if not STAGED.exists():
         raise SystemExit(f"split_advice: no {STAGED}: run sh benchmarks/fa_stage.sh here first")
@@ -103,12 +109,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     src, sources = unpack(work), options.sources.split(",")
     cores = len(os.sched_getaffinity(0))
     info = {**machine(), **tool_versions(nvcc), "date": today(), "sources": sources, "jobs": cores + 2}
-    build = pytorch_extension.build
-    run = build("fast_nvcc-cores", src=src, work=work, sources=sources, nvcc=nvcc, sccache=None, logs=None)
-    shutil.copy(work / "fast_nvcc-cores.jsonl", logs / "exact.jsonl")
+    def build(variant: str, log: Path, **split) -> dict:
+        """Build ``variant`` and keep its log as ``log``; with --resume, a log kept before is the build."""
+        if options.resume and log.exists():
+            print(f"split_advice: {log.name} kept before, not built again", file=sys.stderr)
+            return {"wall_seconds": None, "cpu_seconds": None, "resumed": True}
+        run = pytorch_extension.build(variant, src=src, work=work, sources=sources, nvcc=nvcc, sccache=None,
+                                      logs=None, **split)  # fmt: skip
+        shutil.copy(work / f"{variant}.jsonl", log)
+        return run
+
     kept = [logs / "exact.jsonl"]
+    run = build("fast_nvcc-cores", kept[0])
     exact_log = analyze_log(read_log(kept[0]), cores=cores)
-    rounds = [{"took": took(kept[0]), "wall": run["wall_seconds"], "cpu": run["cpu_seconds"]}]
+    rounds = [{"took": took(kept[0]), "wall": run["wall_seconds"], "cpu": run["cpu_seconds"], "resumed": "resumed" in run}]
     for number in range(1, options.rounds + 1):
         written = logs / f"split-{number}.txt"
         report_json, advised = analyze(kept, written=written, work=work)
@@ -118,13 +132,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         rounds.append(row)
         if not advised:
             break
-        run = build("fast_nvcc-split", src=src, work=work, sources=sources, nvcc=nvcc, sccache=None, logs=None,
-                    split=(16, f"@{written}"))  # fmt: skip
         log = logs / f"advised-{number}.jsonl"
-        shutil.copy(work / "fast_nvcc-split.jsonl", log)
+        run = build("fast_nvcc-split", log, split=(16, f"@{written}"))
         kept.append(log)
         same = same_steps_cpu(analyze_log(read_log(log), cores=cores), exact_log)
-        row.update(took=took(log), wall=run["wall_seconds"], cpu=run["cpu_seconds"], same_steps=same[0] if same else None)
+        row.update(took=took(log), wall=run["wall_seconds"], cpu=run["cpu_seconds"], same_steps=same[0] if same else None,
+                   resumed="resumed" in run)  # fmt: skip
         write_json(options.json, {"scenario": "split-advice", "machine": info, "rounds": rounds})
     write_json(options.json, {"scenario": "split-advice", "machine": info, "rounds": rounds})
     print(report(rounds, info))

@@ -100,3 +100,30 @@ def test_each_round_builds_what_analyze_advised_on_every_log_before_it(nvcc, tmp
     assert rounds[0]["took"] == pytest.approx(180.0)
     assert [(r["sources"], r["measured"]) for r in rounds[1:]] == [(["relu_grouped.cu"], False), (["relu_grouped.cu"], True)]
     assert rounds[1]["took"] == pytest.approx(90.0) and rounds[1]["predicted"] > 0
+
+
+def test_resume_reads_the_builds_already_logged_and_builds_only_the_rounds_after_them(nvcc, tmp_path, monkeypatch):
+    """A device call holds the exact build and round 1, not round 2: the next call resumes from
+    the logs the first one kept, and builds round 2 alone, on the advice of both logs."""
+    asked = []
+
+    def build(variant, *, work, split=(16, ""), **_):
+        asked.append(variant)
+        records = exact_build(1000.0) if variant == "fast_nvcc-cores" else [record(
+            100_000.0 * len(asked), 90.0, "/b/relu_grouped.cu.o", "/src/relu_grouped.cu",
+            [("cicc", "cicc", "compute_90", 15.0, 50.0, {"cores": 4, "serial_seconds": 30.0, "cpu_seconds": 110.0})])]  # fmt: skip
+        write(work / f"{variant}.jsonl", records)
+        return {"wall_seconds": 1.0, "cpu_seconds": 2.0}
+
+    monkeypatch.setattr(split_advice.pytorch_extension, "build", build)
+    monkeypatch.setattr(split_advice, "unpack", lambda work: work)
+    monkeypatch.setattr(split_advice, "STAGED", tmp_path)
+    common = ["--nvcc", nvcc, "--work", str(tmp_path / "w"), "--json", str(tmp_path / "advice.json")]
+    assert split_advice.main([*common, "--rounds", "1"]) == 0
+    assert asked == ["fast_nvcc-cores", "fast_nvcc-split"]
+    assert split_advice.main([*common, "--rounds", "2", "--resume"]) == 0
+    assert asked == ["fast_nvcc-cores", "fast_nvcc-split", "fast_nvcc-split"]
+    rounds = json.loads((tmp_path / "advice.json").read_text())["rounds"]
+    assert [r["resumed"] for r in rounds] == [True, True, False]
+    assert [(r["sources"], r["measured"]) for r in rounds[1:]] == [(["relu_grouped.cu"], False), (["relu_grouped.cu"], True)]
+    assert rounds[1]["took"] == pytest.approx(90.0)
