@@ -36,9 +36,6 @@ SPLIT_OVERHEAD = 0.10  # o: the split's extra work, a share of the parallel part
 HOST_KINDS = ("preprocess", "cudafe++", "host-compile")
 MOST_POLES = 10
 WORTH = 0.03  # split is advised only where it lowers the floor by this share at least
-# A split step's own serial share is read from steps this long at least: ten of its grant's looks
-# (fast_nvcc.run.holdings.Holdings.GRANTS_POLL); a 0.2 s split cicc on 2 cores logged 0.00 s.
-MEASURED_SECONDS = 1.0
 
 
 def _shortens(pole: PoleAdvice) -> bool:
@@ -120,10 +117,8 @@ def step_serial_share(step: Step) -> float | None:
     ptxas 0.04-0.09 where it said 0.43-0.72 (docs/analyze.md)."""
     if step.cores < 1 or not step.cpu_seconds:
         return None
-    if step.serial_seconds is not None:
-        # Counted between the grant's looks, a tenth of a second apart: a step of a few looks
-        # shows next to nothing one thread at a time, whatever its threads did.
-        return measured_share(step.serial_seconds, step.cpu_seconds) if step.seconds >= MEASURED_SECONDS else None
+    if step.serial_seconds is not None:  # (None from a step too short for the looks to see)
+        return measured_share(step.serial_seconds, step.cpu_seconds, seconds=step.seconds)
     return serial_share(step.seconds, step.cpu_seconds, cores=step.cores)
 
 

@@ -207,8 +207,9 @@ def _one_core(record: Record) -> tuple[float, float | None]:
     """What a step took on one core, and its serial share when it ran split.  A split step's wall
     depends on the cores it was granted (core_grants.py): 161 s on 2-4 cores for a cicc of 281 s
     of cpu, which ranked it below shorter ones on one core.  Its cpu is what one core would take,
-    and its seconds of one thread at a time (``serial_seconds``) are the share no core shortens."""
+    and its seconds of one thread at a time (``serial_seconds``) are the share no core shortens,
+    from a step of a second or more (a shorter one keeps the share learned before)."""
     took = record.seconds - record.stopped
     if not record.core_timeline or not record.cpu_seconds:
         return took, None
-    return record.cpu_seconds, measured_share(record.serial_seconds, record.cpu_seconds)
+    return record.cpu_seconds, measured_share(record.serial_seconds, record.cpu_seconds, seconds=took)

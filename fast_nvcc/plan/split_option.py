@@ -38,10 +38,19 @@ CUDA_SUFFIXES = (".cu", ".CU")
 SERIAL_SHARE = {"cicc": 0.37, "ptxas": 0.16}
 
 
-def measured_share(serial_seconds: float, cpu_seconds: float) -> float:
+# A split step's own serial share is read from steps this long at least: ten of its grant's looks
+# (fast_nvcc.run.holdings.Holdings.GRANTS_POLL), which count its threads a tenth of a second
+# apart; a 0.2 s split cicc on 2 cores logged 0.00 s one thread at a time.
+MEASURED_SECONDS = 1.0
+
+
+def measured_share(serial_seconds: float, cpu_seconds: float, *, seconds: float) -> float | None:
     """A split step's own serial share, as it ran: the seconds its threads ran one at a time
-    (FAST_NVCC_LOG's ``serial_seconds``) over its cpu, what one core would take.  The cost
-    history learns it, and analyze reads it from the log."""
+    (FAST_NVCC_LOG's ``serial_seconds``) over its cpu, what one core would take; None for a step
+    of ``seconds`` under MEASURED_SECONDS, of which the looks saw next to nothing, whatever its
+    threads did.  The cost history learns it, and analyze reads it from the log."""
+    if seconds < MEASURED_SECONDS or cpu_seconds <= 0:
+        return None
     return min(1.0, serial_seconds / cpu_seconds)
 
 

@@ -95,6 +95,22 @@ def test_a_split_step_is_learned_as_its_cpu_and_its_serial_share():
     assert (learned["ptxas"].seconds, learned["ptxas"].serial) == (10.0, None)  # not split: its wall
 
 
+def test_a_split_step_under_a_second_teaches_its_cpu_but_no_serial_share():
+    """The grant looks at a split step's threads a tenth of a second apart: a 0.21 s split cicc on
+    2 cores logged 0.00 s one thread at a time, which learned as a share of 0 would have taught
+    the build's next cicc that split costs nothing.  Its cpu is learned; its share is not (the
+    history keeps the one it had)."""
+    plan = load_plan("compile_1arch")
+    dag = dag_for(plan, faithful=True)
+    owners = {s.index: "/k.cu" for s in plan.steps}
+    records = [Record(t.id, state=State.DONE, start=0.0, end=10.0, cpu_seconds=9.0) for t in dag.tasks]
+    cicc = next(t for t in dag.tasks if t.step.kind is Kind.CICC)
+    records[cicc.id].end, records[cicc.id].cpu_seconds = 0.21, 0.3
+    records[cicc.id].core_timeline, records[cicc.id].serial_seconds = [(0.0, 1), (0.1, 2)], 0.0
+    learned = {m.tool: m for m in measurements(dag, records, owners)}
+    assert (learned["cicc"].seconds, learned["cicc"].serial) == (0.3, None)
+
+
 def test_the_serial_share_is_smoothed_kept_and_averaged(tmp_path):
     history = History(str(tmp_path / "h.sqlite"))
     history.record([Measurement("/a.cu", "cicc", "sm_90", 200.0, 1, 0.2),
