@@ -48,16 +48,17 @@ def advise(jobs: Sequence[Job], *, cores: int, wall: float,
     (:func:`source_serial_shares`)."""
     total = sum(_work(job) for job in jobs)
     share = total / max(1, cores)
-    floor = max(max((job.seconds for job in jobs), default=0.0), share)
+    own = {id(job): own_seconds(job, cores=cores) for job in jobs}
+    floor = max(max(own.values(), default=0.0), share)
     serial = _serial_shares(jobs)
     s = {tool: value for tool, value, _ in serial}
-    own: dict[str, dict[str, tuple[float, int, float | None]]] = {}
+    by_source: dict[str, dict[str, tuple[float, int, float | None]]] = {}
     for source, tool, value, steps, cpu_ratio in measured:
-        own.setdefault(source, {})[tool] = (value, steps, cpu_ratio)
-    poles = sorted((job for job in jobs if job.seconds > share), key=lambda job: -job.seconds)[:MOST_POLES]
+        by_source.setdefault(source, {})[tool] = (value, steps, cpu_ratio)
+    poles = sorted((job for job in jobs if own[id(job)] > share), key=lambda job: -own[id(job)])[:MOST_POLES]
     advised, extras = [], {}
     for job in poles:
-        pole, cpu = _pole(job, cores=cores, serial=s, own=own)
+        pole, cpu = _pole(job, own[id(job)], cores=cores, serial=s, own=by_source)
         advised.append(pole)
         extras[id(job)] = cpu
     # Split only the compiles that would still end after the floor the split gives: the rest
@@ -65,9 +66,9 @@ def advise(jobs: Sequence[Job], *, cores: int, wall: float,
     split_of = {id(j): p.split_seconds for j, p in zip(poles, advised)}
     split_floor, chosen = None, {id(j) for j, p in zip(poles, advised) if _shortens(p)}
     while chosen:
-        seconds = [split_of[id(job)] if id(job) in chosen else job.seconds for job in jobs]
+        seconds = [split_of[id(job)] if id(job) in chosen else own[id(job)] for job in jobs]
         candidate = max(max(seconds), (total + sum(extras[c] for c in chosen)) / max(1, cores))
-        needed = {id(j) for j, p in zip(poles, advised) if id(j) in chosen and j.seconds > candidate}
+        needed = {id(j) for j, p in zip(poles, advised) if id(j) in chosen and own[id(j)] > candidate}
         if needed == chosen:
             split_floor = candidate
             break
@@ -78,15 +79,43 @@ def advise(jobs: Sequence[Job], *, cores: int, wall: float,
     extra = sum(extras[c] for c in chosen)
     halves = None
     if poles:
-        rest = max((job.seconds for job in jobs if job is not poles[0]), default=0.0)
-        halves = max(poles[0].seconds / 2, rest, share)
+        rest = max((own[id(job)] for job in jobs if job is not poles[0]), default=0.0)
+        halves = max(own[id(poles[0])] / 2, rest, share)
     late = None
     last = max(jobs, key=lambda job: job.end) if jobs else None
     if poles and last is poles[0] and poles[0].start > 0.1 * wall:
         late = poles[0].start
-    longest = max((job.seconds for job in jobs), default=0.0)
+    longest = max(own.values(), default=0.0)
     chosen_poles = tuple(advised)
     return Advice(cores, total, share, floor, chosen_poles, split_floor, extra, serial, halves, late, longest)
+
+
+def own_seconds(job: Job, *, cores: int) -> float:
+    """A compile's time were nothing to hold it back: its elapsed time less what its critical
+    path (the steps the run marked ``critical``) spent ready but waiting to start, stopped (for a
+    split step, for memory), and, a split step, on fewer cores than its threads could use (its
+    serial seconds and the rest spread on ``cores``: :func:`split_floor`).  Where every core is
+    busy, steps wait and stop for longer paths, and a compile's elapsed time is the wall: taken as
+    the floor, FlashAttention's advised build (2026-11-29, 16 cores) "took 1.00 x its floor",
+    186.7 s, set by a compile stopped 54.5 s and waiting 19.3 s whose own path was 112.9 s,
+    while its cpu work / 16 cores was 178.0 s.  A job without such steps: its elapsed time."""
+    if job.record is None:
+        return job.seconds
+    held = [s.wait + s.seconds - split_floor(s, cores=cores) for s in job.record.steps if s.critical and s.state != "skipped"]
+    return max(0.0, job.seconds - sum(held)) if held else job.seconds
+
+
+def split_floor(step: Step, *, cores: int) -> float:
+    """The shortest a step could have run: a split step measured long enough for its threads to
+    be seen (split_option.MEASURED_SECONDS), its seconds of one thread at a time plus the rest of
+    its cpu on ``cores``; any other step, its seconds running (not stopped)."""
+    share = None
+    if step.cores > 0 and step.serial_seconds is not None and step.cpu_seconds:
+        share = measured_share(step.serial_seconds, step.cpu_seconds, seconds=step.seconds)
+    if share is None:
+        return step.running
+    serial = share * step.cpu_seconds
+    return min(step.running, serial + (step.cpu_seconds - serial) / max(1, cores))
 
 
 def _work(job: Job) -> float:
@@ -194,27 +223,28 @@ def _serial_shares(jobs: Sequence[Job]) -> tuple[tuple[str, float, str], ...]:
     return tuple(found)
 
 
-def _pole(job: Job, *, cores: int, serial: dict[str, float],
+def _pole(job: Job, seconds: float, *, cores: int, serial: dict[str, float],
           own: Mapping[str, Mapping[str, tuple[float, int, float | None]]]) -> tuple[PoleAdvice, float]:  # fmt: skip
-    """One compile, and the cpu seconds its split would add: modelled with its own source's
-    serial shares and cpu ratios where its split steps were measured, else with the build's."""
+    """One compile of ``seconds`` (:func:`own_seconds`), and the cpu seconds its split would add:
+    modelled with its own source's serial shares and cpu ratios where its split steps were
+    measured, else with the build's.  Its steps count their time running, not stopped."""
     source = _source_name(job)
     if job.record is None:
-        return PoleAdvice(job.name, source, job.start, job.seconds, 0.0, 0.0, 0.0, None), 0.0
+        return PoleAdvice(job.name, source, job.start, seconds, 0.0, 0.0, 0.0, None), 0.0
     steps = [s for s in job.record.steps if s.state != "skipped"]
     chains: dict[str, list[Step]] = {}
     for step in steps:
         if step.tool in ("cicc", "ptxas"):  # compute_90's cicc feeds sm_90's ptxas
             chains.setdefault((step.arch or "").split("_", 1)[-1], []).append(step)
-    host = sum(s.seconds for s in steps if s.kind in HOST_KINDS)
+    host = sum(s.running for s in steps if s.kind in HOST_KINDS)
     if not chains:
-        return PoleAdvice(job.name, source, job.start, job.seconds, 0.0, 0.0, host, job.seconds), 0.0
-    arch = max(chains, key=lambda a: sum(s.seconds for s in chains[a]))
+        return PoleAdvice(job.name, source, job.start, seconds, 0.0, 0.0, host, seconds), 0.0
+    arch = max(chains, key=lambda a: sum(s.running for s in chains[a]))
     chain = chains[arch]
-    cicc = sum(s.seconds for s in chain if s.tool == "cicc")
-    ptxas = sum(s.seconds for s in chain if s.tool == "ptxas")
+    cicc = sum(s.running for s in chain if s.tool == "cicc")
+    ptxas = sum(s.running for s in chain if s.tool == "ptxas")
     if any(s.cores > 0 for s in steps if s.tool in ("cicc", "ptxas")):
-        return PoleAdvice(job.name, source, job.start, job.seconds, cicc, ptxas, host, job.seconds, already_split=True), 0.0
+        return PoleAdvice(job.name, source, job.start, seconds, cicc, ptxas, host, seconds, already_split=True), 0.0
     mine = own.get(job.record.sources[0], {}) if job.record.sources else {}
     shares = {**serial, **{tool: value for tool, (value, _, _) in mine.items()}}
     cpu_ratios = {tool: ratio for tool, (_, _, ratio) in mine.items() if ratio is not None}
@@ -223,15 +253,15 @@ def _pole(job: Job, *, cores: int, serial: dict[str, float],
     new_chain, extra, on_chain = 0.0, 0.0, {id(s) for s in chain}
     for step in steps:  # every architecture's steps get split, not only the longest chain's
         if step.tool in shares:
-            cpu = max(step.seconds, step.cpu_seconds or 0.0)
+            cpu = max(step.running, step.cpu_seconds or 0.0)
             wall, spent = split_step(cpu, serial=shares[step.tool], cores=cores)
             if step.tool in cpu_ratios:
                 spent = cpu * cpu_ratios[step.tool]  # what its own split cost, measured
             extra += spent - cpu
             if id(step) in on_chain:
                 new_chain += wall
-    seconds = max(job.seconds - (cicc + ptxas) + new_chain, host)
-    return PoleAdvice(job.name, source, job.start, job.seconds, cicc, ptxas, host, seconds, measured=measured), extra
+    split = max(seconds - (cicc + ptxas) + new_chain, host)
+    return PoleAdvice(job.name, source, job.start, seconds, cicc, ptxas, host, split, measured=measured), extra
 
 
 def _source_name(job: Job) -> str:

@@ -170,6 +170,8 @@ def _record_of(data: dict[str, Any]) -> CompileRecord:
             guess_lost=_float_or_none(step.get("guess_lost")) or 0.0,
             cores=int(step.get("cores") or 0),
             serial_seconds=_float_or_none(step.get("serial_seconds")),
+            critical=bool(step.get("critical", False)),
+            wait=_float_or_none(step.get("wait")) or 0.0,
         )
         for step in data.get("steps") or ()
     )

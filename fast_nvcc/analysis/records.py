@@ -52,6 +52,13 @@ class Step:
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
     cores: int = 0  # a split step: the most cores its threads held at once
     serial_seconds: float | None = None  # ... and how long its threads ran one at a time (None: an older log)
+    critical: bool = False  # on its compile's critical path, as the run saw it (the steps that ended last)
+    wait: float = 0.0  # seconds it was ready before it started (waiting for a core, a slot, memory)
+
+    @property
+    def running(self) -> float:
+        """Its seconds less those it was stopped (for a split step, for memory)."""
+        return max(0.0, self.seconds - self.yielded - self.memory_stopped)
 
     @property
     def needed(self) -> bool:

@@ -108,7 +108,7 @@ def _measures_table(a: Analysis) -> Table:
 
 
 def _floor_terms(v: Advice) -> str:
-    return (f"max(longest compile {_seconds(v.longest)}, cpu work {_seconds(v.work)} / {_plural(v.cores, 'core')}"
+    return (f"max(longest compile's own path {_seconds(v.longest)}, cpu work {_seconds(v.work)} / {_plural(v.cores, 'core')}"
             f" = {_seconds(v.share)})")  # fmt: skip
 
 
@@ -253,7 +253,7 @@ def advice_tables(v: Advice) -> Iterator[Table]:
         return
     yield Table(
         title + f"; {_plural(len(v.poles), 'compile')} {'takes' if len(v.poles) == 1 else 'take'} longer than the share",
-        ("#", "start (s)", "elapsed (s)", "cicc (s)", "ptxas (s)", "host (s)", f"split {v.threads} (s)", "source"),
+        ("#", "start (s)", "own path (s)", "cicc (s)", "ptxas (s)", "host (s)", f"split {v.threads} (s)", "source"),
         tuple(
             (str(rank), f"{p.start:.1f}", f"{p.seconds:.1f}", f"{p.cicc:.1f}", f"{p.ptxas:.1f}", f"{p.host:.1f}",
              "already split" if p.already_split else "no log" if p.split_seconds is None else f"{p.split_seconds:.1f}",

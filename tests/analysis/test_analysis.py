@@ -845,6 +845,40 @@ def test_a_split_steps_serial_share_is_the_time_its_threads_ran_one_at_a_time(tm
     assert v.serial[0] == ("cicc", advice.SERIAL_SHARE["cicc"], "measured (TE cast_grouped.cu, 2026-11-25)")
 
 
+def test_the_floor_counts_a_compiles_own_path_not_its_waits_and_stops(tmp_path, capsys):
+    """Where every core is busy, steps wait for cores and stop for split steps, and every compile
+    ends near the wall: its elapsed time is no floor.  FlashAttention's advised build (round 24)
+    "took 1.00 x its floor" (186.7 s, a compile stopped 54.5 s and waiting 19.3 s) where its cpu
+    work / 16 cores was 178.0 s.  A compile's own path is its critical steps' time less their
+    waits and stops, a split step at its serial seconds plus the rest of its cpu on every core."""
+    def critical(record, **extra):
+        for step in record["steps"]:
+            step["critical"] = True
+        record["steps"][0].update(extra)
+        return record
+
+    pole = critical(log_record(1000.0, 150.0, ["/b/pole.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 120.0),
+                                                                ("ptxas", "ptxas", "sm_90", 120.0, 20.0)]),
+                    cpu_seconds=200.0, cores=4, serial_seconds=40.0)  # fmt: skip
+    light = critical(log_record(1000.0, 150.0, ["/b/light.cu.o"], [("cicc", "cicc", "compute_90", 0.0, 110.0),
+                                                                  ("ptxas", "ptxas", "sm_90", 140.0, 10.0)]),
+                     cpu_seconds=60.0, yielded=50.0)  # fmt: skip
+    light["steps"][1]["wait"] = 30.0
+    others = [critical(log_record(1000.0, 100.0, [f"/b/o{i}.o"], [("cicc", "cicc", "compute_90", 0.0, 100.0)]))
+              for i in range(2)]  # fmt: skip
+    log = write_jsonl(tmp_path / "log.jsonl", [pole, light, *others])
+    v = analyze(load_build([str(log)]), slots=4).advice
+    assert v.share == pytest.approx((200 + 20 + 60 + 10 + 200) / 4)  # 122.5 s: the floor, not the 150 s wall
+    assert v.longest == pytest.approx(150.0 - (120.0 - (40.0 + 160.0 / 4)))  # the split cicc on 4 cores: 80 s
+    assert v.floor == pytest.approx(122.5) and not v.poles  # work-bound: split would only add work
+    code, out, _ = run_main(capsys, log, "-j", "4")
+    assert code == 0 and "the build took 1.22 × its floor" in out
+    for step in light["steps"]:  # the run's critical path unknown (an older log): the elapsed time
+        step["critical"] = False
+    v = analyze(load_build([str(write_jsonl(tmp_path / "old.jsonl", [pole, light, *others]))]), slots=4).advice
+    assert v.floor == 150.0
+
+
 def test_a_split_step_held_to_one_core_is_split_not_the_unsplit_cpu_it_is_compared_with(tmp_path):
     """A split step the build never gave a second core ran split all the same (its threads, its
     extra work): its compile is already split, and its cpu is not the unsplit cpu that a split
