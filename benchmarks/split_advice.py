@@ -56,9 +56,11 @@ def analyze(logs: Sequence[Path], *, written: Path, work: Path) -> tuple[dict, l
     return report, sources
 
 
-def took(log: Path) -> float:
-    """analyze's wall of one build's log: its first job's start to its last job's end."""
-    return float(_analyze_json(str(log))["wall_seconds"])
+def took(log: Path) -> tuple[float, float]:
+    """analyze's wall of one build's log (its first job's start to its last job's end), and the
+    floor analyze finds in it (no order of that build's work ends sooner)."""
+    report = _analyze_json(str(log))
+    return float(report["wall_seconds"]), float(report["advice"]["floor_seconds"])
 
 
 def report(rounds: Sequence[dict], info: dict) -> str:
@@ -66,12 +68,13 @@ def report(rounds: Sequence[dict], info: dict) -> str:
     lines = [(f"## analyze's split advice against the builds it advised: FlashAttention, {len(info['sources'])} "
               f"kernel files, -j{info['jobs']}"),
              f"{info['cores']} cores ({info['cpu']}), {info['nvcc']}, {info['date']}", "",
-             "| build | advice | predicted s | took s | took / predicted | same steps' cpu vs exact | at the exact build's speed |",
-             "|---|---|---:|---:|---:|---:|---:|",
-             f"| exact | | | {exact['took']:.1f} | | | |"]  # fmt: skip
+             ("| build | advice | predicted s | took s | took / predicted | same steps' cpu vs exact | at the exact build's "
+              "speed | its own floor s | took / its floor |"),
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+             f"| exact | | | {exact['took']:.1f} | | | | {_floor(exact)} |"]  # fmt: skip
     for number, row in enumerate(rounds[1:], 1):
         if not row["sources"]:
-            lines.append(f"| round {number} | no split advised | | | | | |")
+            lines.append(f"| round {number} | no split advised | | | | | | | |")
             continue
         measured = "measured split" if row["measured"] else "not measured split"
         ratio = row["took"] / row["predicted"]
@@ -79,10 +82,17 @@ def report(rounds: Sequence[dict], info: dict) -> str:
         count = f"{len(row['sources'])} source{'s' if len(row['sources']) != 1 else ''}"
         lines.append(f"| round {number} | {count}, {measured} | {row['predicted']:.1f} | "
                      f"{row['took']:.1f} | {ratio:.3f} | {f'{same:.3f}' if same else ''} | "
-                     f"{f'{ratio / same:.3f}' if same else ''} |")  # fmt: skip
+                     f"{f'{ratio / same:.3f}' if same else ''} | {_floor(row)} |")  # fmt: skip
     lines += ["", ("predicted: analyze's split floor on the logs so far (the exact build's, with the split steps "
-                   "measured before); took: analyze's wall of the advised build's log")]  # fmt: skip
+                   "measured before); took: analyze's wall of the advised build's log; its own floor: analyze's floor "
+                   "of that log (its cpu work / the cores, or a compile's own path), which the prediction foresees, "
+                   "and took over it: how far that build's schedule ended above it")]  # fmt: skip
     return "\n".join(lines)
+
+
+def _floor(row: dict) -> str:
+    """A build's own floor and its wall over it (two cells; empty from a JSON written before)."""
+    return f"{row['floor']:.1f} | {row['took'] / row['floor']:.3f}" if row.get("floor") else " | "
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,7 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     kept = [logs / "exact.jsonl"]
     run = build("fast_nvcc-cores", kept[0])
     exact_log = analyze_log(read_log(kept[0]), cores=cores)
-    rounds = [{"took": took(kept[0]), "wall": run["wall_seconds"], "cpu": run["cpu_seconds"], "resumed": "resumed" in run}]
+    exact_took, exact_floor = took(kept[0])
+    rounds = [{"took": exact_took, "floor": exact_floor, "wall": run["wall_seconds"], "cpu": run["cpu_seconds"], "resumed": "resumed" in run}]
     for number in range(1, options.rounds + 1):
         written = logs / f"split-{number}.txt"
         report_json, advised = analyze(kept, written=written, work=work)
@@ -136,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = build("fast_nvcc-split", log, split=(16, f"@{written}"))
         kept.append(log)
         same = same_steps_cpu(analyze_log(read_log(log), cores=cores), exact_log)
-        row.update(took=took(log), wall=run["wall_seconds"], cpu=run["cpu_seconds"], same_steps=same[0] if same else None,
+        wall_of_log, floor_of_log = took(log)
+        row.update(took=wall_of_log, floor=floor_of_log, wall=run["wall_seconds"], cpu=run["cpu_seconds"], same_steps=same[0] if same else None,
                    resumed="resumed" in run)  # fmt: skip
         write_json(options.json, {"scenario": "split-advice", "machine": info, "rounds": rounds})
     write_json(options.json, {"scenario": "split-advice", "machine": info, "rounds": rounds})

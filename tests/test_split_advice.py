@@ -48,7 +48,7 @@ def test_a_round_reads_analyzes_advice_and_what_the_advised_build_took(tmp_path)
     assert sources == ["relu_grouped.cu"]
     assert 30.0 < report["advice"]["split_floor_seconds"] < 180.0
     assert not any(p["measured_split"] for p in report["advice"]["poles"])
-    assert split_advice.took(exact) == pytest.approx(180.0)
+    assert split_advice.took(exact) == (pytest.approx(180.0), pytest.approx(180.0))  # the 180 s compile is its floor
     # The advised build measured relu_grouped.cu split: the next round's advice says so.
     split = {"cores": 4, "cores_at": [[15.0, 1], [40.0, 4]], "serial_seconds": 30.0}
     advised = record(100_000.0, 90.0, "/b/relu_grouped.cu.o", "/src/relu_grouped.cu", [
@@ -61,15 +61,16 @@ def test_a_round_reads_analyzes_advice_and_what_the_advised_build_took(tmp_path)
 
 def test_the_table_puts_each_round_beside_its_prediction_and_the_machines_speed():
     info = {"sources": ["a.cu", "b.cu"], "jobs": 18, "cores": "16", "cpu": "Xeon", "nvcc": "release 13.0", "date": "d"}
-    rounds = [{"took": 206.9},
+    rounds = [{"took": 206.9, "floor": 206.9},
               {"sources": ["a.cu", "b.cu"], "predicted": 167.1, "measured": False, "took": 174.4, "same_steps": 0.896},
-              {"sources": ["a.cu"], "predicted": 176.7, "measured": True, "took": 179.3, "same_steps": 0.972},
+              {"sources": ["a.cu"], "predicted": 176.7, "measured": True, "took": 179.3, "same_steps": 0.972,
+               "floor": 170.8},
               {"sources": [], "predicted": None, "measured": False}]  # fmt: skip
     table = split_advice.report(rounds, info)
-    assert "| exact | | | 206.9 | | | |" in table
-    assert "| round 1 | 2 sources, not measured split | 167.1 | 174.4 | 1.044 | 0.896 | 1.165 |" in table
-    assert "| round 2 | 1 source, measured split | 176.7 | 179.3 | 1.015 | 0.972 | 1.044 |" in table
-    assert "| round 3 | no split advised | | | | | |" in table
+    assert "| exact | | | 206.9 | | | | 206.9 | 1.000 |" in table
+    assert "| round 1 | 2 sources, not measured split | 167.1 | 174.4 | 1.044 | 0.896 | 1.165 |  |  |" in table
+    assert "| round 2 | 1 source, measured split | 176.7 | 179.3 | 1.015 | 0.972 | 1.044 | 170.8 | 1.050 |" in table
+    assert "| round 3 | no split advised | | | | | | | |" in table
 
 
 @pytest.mark.nvcc
