@@ -23,7 +23,7 @@ from .niceness import nice_for
 from .processes import Processes
 from .ready_queue import ReadyQueue
 from .task_records import Record, State
-from .yielding import FLOOR, Candidate, to_stop
+from .yielding import FLOOR, BuildLeft, Candidate, going_on_rank, to_stop
 
 if TYPE_CHECKING:
     from ..machine.memory import MemoryBudget
@@ -67,6 +67,10 @@ class Holdings:
         self.paused: dict[int, float] = {}
         # ... and by the memory guard for lack of memory (fast_nvcc.machine.pressure).
         self.memory_paused: dict[int, float] = {}
+        # The soonest the build could end, as its compiles told at our last look (yielding.has_slack).
+        self.build_left: float | None = None
+        directory = getattr(slots, "directory", None)  # the machine-wide pool's (where self.queue is set)
+        self._told_left = BuildLeft(directory, getattr(slots, "size", jobs)) if self.queue is not None and directory else None
         if self.split:
             self.grants = Grants(self.admission, pool_directory=getattr(slots, "directory", None)
                                  or pool_directory(env), pin=processes.pin, now=now)  # fmt: skip
@@ -91,7 +95,8 @@ class Holdings:
         its end."""
         if self.ready is None:
             return self.priority_of(task_id)
-        return self.ready.remaining(task_id, self.done(task_id))
+        rank = self.ready.remaining(task_id, self.done(task_id))
+        return going_on_rank(rank, build_left=self.build_left) if task_id in self.paused else rank
 
     # -- dispatch's Offer --------------------------------------------------------------------
 
@@ -209,12 +214,14 @@ class Holdings:
         step of the machine asks for one at a far longer path (:mod:`.yielding`)."""
         # While the build tool holds compiles back, a stopped step would keep its job from the
         # compiles it holds back: only when every compile competes by rank (slots.competes).
+        if self._told_left is not None:  # (how soon the build could end: yielding.has_slack)
+            self.build_left = self._told_left.look(queue, {t: self.done(t) for t in self.processes.step_pids()})
         candidates = self._candidates(queue) if self.slots.competes() else []
         self.slots.tell_slack(min(c.rank for c in candidates) if candidates else None)
         if not candidates:
             return
         best_ask, lowest_elsewhere = self.slots.yield_to()
-        task_id = to_stop(candidates, best_ask=best_ask, lowest_elsewhere=lowest_elsewhere)
+        task_id = to_stop(candidates, best_ask=best_ask, lowest_elsewhere=lowest_elsewhere, build_left=self.build_left)
         if task_id is None or not self.processes.signal_step(task_id, signal.SIGSTOP):
             return
         record = self.records[task_id]
@@ -266,4 +273,6 @@ class Holdings:
         if self.grants is not None:
             self.grants.close()
         self.slots.tell_slack(None)
+        if self._told_left is not None:
+            self._told_left.close()
         self.slots.release_all()

@@ -39,8 +39,15 @@ made-up ranks; :class:`fast_nvcc.run.holdings.Holdings` applies it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..machine.pool_files import Told
+
+if TYPE_CHECKING:
+    from .ready_queue import ReadyQueue
 
 # A split step must ask at this many times a running step's path to take its core: near equal
 # paths gain nothing worth a stop, and a first build's ranks are estimates.
@@ -58,17 +65,73 @@ class Candidate:
     rank: float
 
 
+def has_slack(rank: float, *, build_left: float | None) -> bool:
+    """Would a step on a remaining path of ``rank`` seconds still end before the build could,
+    stopped a while: before ``build_left`` (:meth:`Slots.build_left
+    <fast_nvcc.machine.slots.Slots.build_left>`, the work the machine's compiles have left over
+    its cores), with MARGIN to spare?  Where every core is busy, a build ends at its cpu floor
+    at the soonest, and a step whose path reaches it has no time to lose: in FlashAttention's
+    advised build (2026-11-29, docs/benchmarks.md round 24) the unsplit compile whose own path
+    was the build's floor stopped 7.3 s for split steps and ended the build 8 s above that
+    floor.  None (not known): only the ranks decide."""
+    return build_left is None or rank * MARGIN <= build_left
+
+
+def going_on_rank(rank: float, *, build_left: float | None) -> float:
+    """The rank a stopped step asks to go on at: its own while it has slack (:func:`has_slack`),
+    else the build's end (``build_left``), above the split steps whose paths end before it: as
+    the build's work is done its end nears and the stopped step's slack shrinks, and it takes a
+    core back while a quarter of its path is still to spare."""
+    return rank if has_slack(rank, build_left=build_left) else max(rank, build_left or 0.0)
+
+
 def to_stop(candidates: Sequence[Candidate], *, best_ask: float | None,
-            lowest_elsewhere: float | None) -> int | None:  # fmt: skip
+            lowest_elsewhere: float | None, build_left: float | None = None) -> int | None:  # fmt: skip
     """The step of ours to stop now, if any: our lowest-ranked candidate, when a split step of
-    the machine asks for a core at ``best_ask``, at least MARGIN times that rank, and no other
-    compile's candidate ranks lower (``lowest_elsewhere``: the lowest they told; that compile
-    gives first)."""
+    the machine asks for a core at ``best_ask``, at least MARGIN times that rank, it has slack
+    against the build's end (:func:`has_slack`), and no other compile's candidate ranks lower
+    (``lowest_elsewhere``: the lowest they told; that compile gives first)."""
     if not candidates or best_ask is None:
         return None
     lowest = min(candidates, key=lambda c: (c.rank, -c.task_id))
-    if best_ask < lowest.rank * MARGIN:
+    if best_ask < lowest.rank * MARGIN or not has_slack(lowest.rank, build_left=build_left):
         return None
     if lowest_elsewhere is not None and lowest_elsewhere < lowest.rank:
         return None
     return lowest.task_id
+
+
+class BuildLeft:
+    """How soon the build could end, on the machine-wide pool's directory (``left/``): each
+    compile tells its work left less what its running steps have done (learned costs only), and
+    their sum over the pool's cores is the soonest end were every core busy (:func:`has_slack`)."""
+
+    def __init__(self, directory: str, cores: int) -> None:
+        self.told = Told(os.path.join(directory, "left"), "l-")
+        self.cores = max(1, cores)
+        self._last: float | None = None
+
+    def look(self, queue: ReadyQueue, done: Mapping[int, float]) -> float | None:
+        """Tell our work left (``queue``'s) less what our running steps have ``done`` (seconds of
+        their work, by task), and read how soon the build could end: only where our estimates
+        have shown credible (a learned build); a first build's per-tool defaults say little of
+        it, and there the ranks alone decide."""
+        if not queue.credible or queue.work_left is None:
+            self.tell(None)
+            return None
+        self.tell(queue.work_left - sum(queue.expected(t) - queue.left(t, d) for t, d in done.items()))
+        return self.soonest()
+
+    def tell(self, seconds: float | None) -> None:
+        """Ours now, in whole seconds (a new name only when it moves by one); None: not known."""
+        value = None if seconds is None else float(round(max(0.0, seconds)))
+        if value != self._last:
+            self.told.tell(value)
+            self._last = value
+
+    def soonest(self) -> float | None:
+        values = self.told.values()
+        return sum(values) / self.cores if values else None
+
+    def close(self) -> None:
+        self.told.close()

@@ -439,6 +439,25 @@ def test_a_stopped_step_goes_on_as_the_split_step_nears_its_end(tmp_path):
     assert narrowed and narrowed[0] < cicc.end - 0.5  # and gave it back well before its end (about 1.3 s)
 
 
+def test_a_step_whose_path_reaches_the_builds_end_keeps_its_core(tmp_path):
+    """FlashAttention's advised build (round 24): the unsplit compile whose own path was the
+    build's floor stopped 7.3 s for split steps and ended the build 8 s above it.  Here the
+    estimates are credible (cudafe++ ends within its own), the build's work left (the cicc's 8 s
+    and the host compile's 3 s, less what they have run, over 2 cores) ends in about 5.2 s, and
+    the host compile's path (5 s) reaches that with less than a quarter to spare: the split
+    cicc asks at 1.5 times its path, and the host compile keeps its core."""
+    busy = "timeout 2 sh -c 'while :; do :; done'"
+    tasks = [sh_task(0, "sleep 0.1", kind=Kind.CUDAFE),
+             sh_task(1, f"sleep 0.2; {busy} & {busy} & wait", "-split-compile", "2", kind=Kind.CICC),
+             sh_task(2, "for i in $(seq 15); do sleep 0.1; done", kind=Kind.HOST_COMPILE)]  # fmt: skip
+    result = _run_on_pool(tmp_path, tasks, ((), (0,), ()), size=2, priorities=[10.0, 8.0, 5.0], work=[2.0, 8.0, 3.0])
+    assert result.returncode == 0
+    _, cicc, host = result.records
+    assert host.yields == 0 and host.yielded == 0.0 and host.state is State.DONE
+    # its second thread got a core only as the host compile ended
+    assert all(when >= host.end - 0.05 for when, cores in cicc.core_timeline if cores == 2)
+
+
 def test_a_step_on_a_path_near_the_split_steps_keeps_its_core(tmp_path):
     cicc, host = _yield_run(tmp_path, host_rank=90.0).records
     assert host.yields == 0 and host.yielded == 0.0

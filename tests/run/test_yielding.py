@@ -1,7 +1,9 @@
 """The rule by which a running step with slack gives its core to a split step (yielding.py),
 with made-up ranks; tests/run/test_scheduler.py runs it with real processes."""
 
-from fast_nvcc.run.yielding import MARGIN, Candidate, to_stop
+import pytest
+
+from fast_nvcc.run.yielding import MARGIN, BuildLeft, Candidate, going_on_rank, has_slack, to_stop
 
 
 def test_the_lowest_ranked_step_stops_for_a_split_step_on_a_far_longer_path():
@@ -24,3 +26,45 @@ def test_the_compile_with_the_lowest_step_of_the_machine_gives_first():
     assert to_stop(steps, best_ask=100.0, lowest_elsewhere=20.0) is None
     assert to_stop(steps, best_ask=100.0, lowest_elsewhere=40.0) == 3  # a tie: both may give
     assert to_stop(steps, best_ask=100.0, lowest_elsewhere=60.0) == 3
+
+
+def test_a_step_whose_path_reaches_the_builds_end_does_not_stop():
+    """Where every core is busy the build ends at its cpu floor at the soonest: a step whose
+    remaining path reaches it, a quarter to spare or less, ends the build later if it stops
+    (FlashAttention's advised build, round 24: the floor's own compile stopped 7.3 s and the
+    build ended 8 s above its floor).  Unknown (a first build): the ranks alone decide."""
+    steps = [Candidate(3, 80.0), Candidate(5, 90.0)]
+    assert to_stop(steps, best_ask=150.0, lowest_elsewhere=None, build_left=80.0 * MARGIN) == 3
+    assert to_stop(steps, best_ask=150.0, lowest_elsewhere=None, build_left=80.0 * MARGIN - 0.5) is None
+    assert to_stop(steps, best_ask=150.0, lowest_elsewhere=None, build_left=None) == 3
+    assert has_slack(40.0, build_left=50.0) and not has_slack(41.0, build_left=50.0) and has_slack(1e9, build_left=None)
+
+
+def test_a_stopped_step_goes_on_at_the_builds_end_once_its_slack_is_spent():
+    """While it has slack a stopped step waits at its own rank, below the split step it gave way
+    to; as the build's work is done its end nears, and once the step's path reaches it with a
+    quarter or less to spare it asks at the build's end, above split steps on shorter paths."""
+    assert going_on_rank(40.0, build_left=120.0) == 40.0
+    assert going_on_rank(40.0, build_left=50.0) == 40.0
+    assert going_on_rank(40.0, build_left=49.0) == 49.0  # slack spent: it ranks as the build's end
+    assert going_on_rank(60.0, build_left=49.0) == 60.0  # past the end already: its own path
+    assert going_on_rank(40.0, build_left=None) == 40.0
+
+
+def test_the_builds_end_is_every_compiles_work_left_now_over_the_cores(tmp_path):
+    """Each compile tells its work left less its running steps' progress, in whole seconds (a
+    new name only when it moves by one), on the pool's directory; the build's soonest end is
+    their sum over the pool's cores, gone with a compile that closes or stops knowing."""
+    ours, theirs = BuildLeft(str(tmp_path), 4), BuildLeft(str(tmp_path), 4)
+    theirs.told.owner = ours.told.owner + 1  # two compiles of the machine
+    assert ours.soonest() is None
+    ours.tell(100.4)
+    theirs.tell(60.0)
+    assert ours.soonest() == pytest.approx(160.0 / 4) == theirs.soonest()
+    names = sorted(p.name for p in (tmp_path / "left").iterdir())
+    ours.tell(100.2)  # the same whole second: nothing posted again
+    assert sorted(p.name for p in (tmp_path / "left").iterdir()) == names
+    ours.tell(None)
+    assert ours.soonest() == pytest.approx(60.0 / 4)
+    theirs.close()
+    assert ours.soonest() is None
