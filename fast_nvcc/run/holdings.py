@@ -23,7 +23,7 @@ from .niceness import nice_for
 from .processes import Processes
 from .ready_queue import ReadyQueue
 from .task_records import Record, State
-from .yielding import FLOOR, BuildLeft, Candidate, going_on_rank, to_stop
+from .yielding import FLOOR, BuildLeft, Candidate, going_on_rank, has_slack, to_stop
 
 if TYPE_CHECKING:
     from ..machine.memory import MemoryBudget
@@ -216,7 +216,10 @@ class Holdings:
         # compiles it holds back: only when every compile competes by rank (slots.competes).
         if self._told_left is not None:  # (how soon the build could end: yielding.has_slack)
             self.build_left = self._told_left.look(queue, {t: self.done(t) for t in self.processes.step_pids()})
-        candidates = self._candidates(queue) if self.slots.competes() else []
+        # (a step with no slack against the build's end gives nothing: it does not hold back
+        # another compile's step that could)
+        candidates = [c for c in self._candidates(queue) if has_slack(c.rank, build_left=self.build_left)] \
+            if self.slots.competes() else []  # fmt: skip
         self.slots.tell_slack(min(c.rank for c in candidates) if candidates else None)
         if not candidates:
             return

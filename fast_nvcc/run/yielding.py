@@ -67,9 +67,8 @@ class Candidate:
 
 def has_slack(rank: float, *, build_left: float | None) -> bool:
     """Would a step on a remaining path of ``rank`` seconds still end before the build could,
-    stopped a while: before ``build_left`` (:meth:`Slots.build_left
-    <fast_nvcc.machine.slots.Slots.build_left>`, the work the machine's compiles have left over
-    its cores), with MARGIN to spare?  Where every core is busy, a build ends at its cpu floor
+    stopped a while: before ``build_left`` (:meth:`BuildLeft.soonest`, the work the machine's
+    compiles have left over its cores), with MARGIN to spare?  Where every core is busy, a build ends at its cpu floor
     at the soonest, and a step whose path reaches it has no time to lose: in FlashAttention's
     advised build (2026-11-29, docs/benchmarks.md round 24) the unsplit compile whose own path
     was the build's floor stopped 7.3 s for split steps and ended the build 8 s above that
