@@ -73,12 +73,10 @@ def test_the_table_puts_each_round_beside_its_prediction_and_the_machines_speed(
     assert "| round 3 | no split advised | | | | | | | |" in table
 
 
-@pytest.mark.nvcc
-@pytest.mark.one_toolchain
-def test_each_round_builds_what_analyze_advised_on_every_log_before_it(nvcc, tmp_path, monkeypatch):
-    """The rounds' bookkeeping, with the FlashAttention build (the device's torch, minutes of
-    nvcc) replaced by one that writes the logs above: round 1 advises relu_grouped.cu from the
-    exact build alone, its build is handed that file, and round 2's advice has measured it."""
+def fake_builds(monkeypatch, tmp_path) -> list:
+    """The FlashAttention build (the device's torch, minutes of nvcc) replaced by one that writes
+    the logs above: the exact build, or relu_grouped.cu split; returns what was asked, (variant,
+    split) each."""
     asked = []
 
     def build(variant, *, work, split=(16, ""), **_):
@@ -92,9 +90,19 @@ def test_each_round_builds_what_analyze_advised_on_every_log_before_it(nvcc, tmp
     monkeypatch.setattr(split_advice.pytorch_extension, "build", build)
     monkeypatch.setattr(split_advice, "unpack", lambda work: work)
     monkeypatch.setattr(split_advice, "STAGED", tmp_path)
+    return asked
+
+
+@pytest.mark.nvcc
+@pytest.mark.one_toolchain
+def test_each_round_builds_what_analyze_advised_on_every_log_before_it(nvcc, tmp_path, monkeypatch):
+    """The rounds' bookkeeping, with the FlashAttention build (the device's torch, minutes of
+    nvcc) replaced by one that writes the logs above: round 1 advises relu_grouped.cu from the
+    exact build alone, its build is handed that file, and round 2's advice has measured it."""
+    asked = fake_builds(monkeypatch, tmp_path)
     out = tmp_path / "advice.json"
     assert split_advice.main(["--nvcc", nvcc, "--rounds", "2", "--work", str(tmp_path / "w"), "--json", str(out)]) == 0
-    assert [a[0] for a in asked] == ["fast_nvcc-cores", "fast_nvcc-split", "fast_nvcc-split"]
+    assert [a[0] for a in asked] == ["fast_nvcc-cores", "fast_nvcc-split", "fast_nvcc-split"]  # (variant, split)
     first = tmp_path / "w" / "logs" / "split-1.txt"
     assert asked[1][1] == (16, f"@{first}") and first.read_text().splitlines()[-1] == "relu_grouped.cu"
     rounds = json.loads(out.read_text())["rounds"]
@@ -103,27 +111,17 @@ def test_each_round_builds_what_analyze_advised_on_every_log_before_it(nvcc, tmp
     assert rounds[1]["took"] == pytest.approx(90.0) and rounds[1]["predicted"] > 0
 
 
+@pytest.mark.nvcc
+@pytest.mark.one_toolchain
 def test_resume_reads_the_builds_already_logged_and_builds_only_the_rounds_after_them(nvcc, tmp_path, monkeypatch):
     """A device call holds the exact build and round 1, not round 2: the next call resumes from
     the logs the first one kept, and builds round 2 alone, on the advice of both logs."""
-    asked = []
-
-    def build(variant, *, work, split=(16, ""), **_):
-        asked.append(variant)
-        records = exact_build(1000.0) if variant == "fast_nvcc-cores" else [record(
-            100_000.0 * len(asked), 90.0, "/b/relu_grouped.cu.o", "/src/relu_grouped.cu",
-            [("cicc", "cicc", "compute_90", 15.0, 50.0, {"cores": 4, "serial_seconds": 30.0, "cpu_seconds": 110.0})])]  # fmt: skip
-        write(work / f"{variant}.jsonl", records)
-        return {"wall_seconds": 1.0, "cpu_seconds": 2.0}
-
-    monkeypatch.setattr(split_advice.pytorch_extension, "build", build)
-    monkeypatch.setattr(split_advice, "unpack", lambda work: work)
-    monkeypatch.setattr(split_advice, "STAGED", tmp_path)
+    asked = fake_builds(monkeypatch, tmp_path)
     common = ["--nvcc", nvcc, "--work", str(tmp_path / "w"), "--json", str(tmp_path / "advice.json")]
     assert split_advice.main([*common, "--rounds", "1"]) == 0
-    assert asked == ["fast_nvcc-cores", "fast_nvcc-split"]
+    assert [a[0] for a in asked] == ["fast_nvcc-cores", "fast_nvcc-split"]
     assert split_advice.main([*common, "--rounds", "2", "--resume"]) == 0
-    assert asked == ["fast_nvcc-cores", "fast_nvcc-split", "fast_nvcc-split"]
+    assert [a[0] for a in asked] == ["fast_nvcc-cores", "fast_nvcc-split", "fast_nvcc-split"]
     rounds = json.loads((tmp_path / "advice.json").read_text())["rounds"]
     assert [r["resumed"] for r in rounds] == [True, True, False]
     assert [(r["sources"], r["measured"]) for r in rounds[1:]] == [(["relu_grouped.cu"], False), (["relu_grouped.cu"], True)]

@@ -79,18 +79,24 @@ def test_a_split_host_compile_is_learned_as_its_parts():
     assert task_cost({}, front, owners).seconds == DEFAULT_SECONDS[Kind.HOST_COMPILE]
 
 
-def test_a_split_step_is_learned_as_its_cpu_and_its_serial_share():
-    """A split step's wall depends on the cores it was granted (161 s on 2-4 cores for a cicc of
-    281 s of cpu in TE's seven): learned as its wall, it ranked below shorter ciccs on one core.
-    Its cpu is what one core would take; its seconds of one thread at a time give its share."""
+def _learned_with_split_cicc(*, end: float, cpu: float, timeline, serial: float) -> dict:
+    """What a one-architecture compile teaches, by tool, its cicc split (run 0 to ``end``, its
+    ``cpu``, ``timeline`` of cores held, ``serial`` seconds of one thread), its other steps 10 s."""
     plan = load_plan("compile_1arch")
     dag = dag_for(plan, faithful=True)
     owners = {s.index: "/k.cu" for s in plan.steps}
     records = [Record(t.id, state=State.DONE, start=0.0, end=10.0, cpu_seconds=9.0) for t in dag.tasks]
     cicc = next(t for t in dag.tasks if t.step.kind is Kind.CICC)
-    records[cicc.id].end, records[cicc.id].cpu_seconds = 161.0, 281.0
-    records[cicc.id].core_timeline, records[cicc.id].serial_seconds = [(0.0, 1), (10.0, 3)], 70.25
-    learned = {m.tool: m for m in measurements(dag, records, owners)}
+    records[cicc.id].end, records[cicc.id].cpu_seconds = end, cpu
+    records[cicc.id].core_timeline, records[cicc.id].serial_seconds = timeline, serial
+    return {m.tool: m for m in measurements(dag, records, owners)}
+
+
+def test_a_split_step_is_learned_as_its_cpu_and_its_serial_share():
+    """A split step's wall depends on the cores it was granted (161 s on 2-4 cores for a cicc of
+    281 s of cpu in TE's seven): learned as its wall, it ranked below shorter ciccs on one core.
+    Its cpu is what one core would take; its seconds of one thread at a time give its share."""
+    learned = _learned_with_split_cicc(end=161.0, cpu=281.0, timeline=[(0.0, 1), (10.0, 3)], serial=70.25)
     assert (learned["cicc"].seconds, learned["cicc"].serial) == (281.0, 70.25 / 281.0)
     assert (learned["ptxas"].seconds, learned["ptxas"].serial) == (10.0, None)  # not split: its wall
 
@@ -100,14 +106,7 @@ def test_a_split_step_under_a_second_teaches_its_cpu_but_no_serial_share():
     2 cores logged 0.00 s one thread at a time, which learned as a share of 0 would have taught
     the build's next cicc that split costs nothing.  Its cpu is learned; its share is not (the
     history keeps the one it had)."""
-    plan = load_plan("compile_1arch")
-    dag = dag_for(plan, faithful=True)
-    owners = {s.index: "/k.cu" for s in plan.steps}
-    records = [Record(t.id, state=State.DONE, start=0.0, end=10.0, cpu_seconds=9.0) for t in dag.tasks]
-    cicc = next(t for t in dag.tasks if t.step.kind is Kind.CICC)
-    records[cicc.id].end, records[cicc.id].cpu_seconds = 0.21, 0.3
-    records[cicc.id].core_timeline, records[cicc.id].serial_seconds = [(0.0, 1), (0.1, 2)], 0.0
-    learned = {m.tool: m for m in measurements(dag, records, owners)}
+    learned = _learned_with_split_cicc(end=0.21, cpu=0.3, timeline=[(0.0, 1), (0.1, 2)], serial=0.0)
     assert (learned["cicc"].seconds, learned["cicc"].serial) == (0.3, None)
 
 
