@@ -188,6 +188,10 @@ class RequestBoard:
             self._request.drop()
             self._request = None
 
+    def waiting(self) -> dict[str, float]:
+        """The processes with a live request on the board (ours included): pid -> its rank."""
+        return {(parts := name.split("-"))[3]: (_PRIORITY_SPAN - int(parts[1])) / 1000 for name in live(self.directory, "r")}
+
     def wake(self) -> None:
         """A slot came free: wake every other waiter of the board to look (SIGURG, ignored by
         default by any process that does not wait on it: fast_nvcc.run.wakeup)."""
@@ -240,9 +244,13 @@ class Told:
 
     def values(self, *, others: bool = False) -> list[float]:
         """Every live compile's value (``others``: but this one's), lowest first."""
-        mine = f"-{self.owner}"
-        return [int(n[len(self.prefix) :].split("-")[0]) / 1000 for n in self.names()
-                if not (others and n.endswith(mine))]  # fmt: skip
+        return [value for value, _ in self.told(others=others)]
+
+    def told(self, *, others: bool = False) -> list[tuple[float, str]]:
+        """Every live compile's value and its owner's pid (``others``: but this one's), lowest first."""
+        mine = str(self.owner)
+        found = [(int(n[len(self.prefix) :].split("-")[0]) / 1000, n.rsplit("-", 1)[1]) for n in self.names()]
+        return [(value, owner) for value, owner in found if not (others and owner == mine)]
 
     def close(self) -> None:
         if self._claim is not None:

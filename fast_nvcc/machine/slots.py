@@ -293,10 +293,11 @@ class PoolSlots(Slots):
         return asks[-1], others[0] if others else None
 
     def _asks_above(self, priority: float, *, own: bool) -> int:
-        """How many split steps of the machine (``own``: ours too; not for our split step's core,
-        whose last ask ranks higher as it runs) wait for a core above ``priority``: an extra step
-        leaves them free slots, as to the board's waiters (a step stopped for one must wait)."""
-        return sum(1 for rank in self.asks.values(others=not own) if rank > priority)
+        """Split steps waiting for a core above ``priority`` (``own``: ours too, not for our split step's
+        core, whose last ask ranks higher as it runs) besides the board's waiters: an extra step leaves
+        them free slots.  Another compile's ask that waits on the board at its rank is that waiter, once."""
+        waiting, mine = self.board.waiting(), str(os.getpid())
+        return sum(1 for rank, who in self.asks.told(others=not own) if rank > priority and (who == mine or abs(waiting.get(who, -1.0) - rank) > 0.002))
 
     def _may_drain(self) -> bool:
         if not self.drain_extras:
@@ -405,8 +406,7 @@ class PoolSlots(Slots):
         return len(free) < over
 
     def release(self) -> None:
-        """Give back one slot: a split step's core first, then an extra one, then one over the
-        pool, then the first."""
+        """Give back one slot: a split step's core, else an extra one, one over the pool, the first."""
         if not self._holds:
             return
         hold = max(self._holds, key=lambda h: (h.mark is not None and "/pole-" in h.mark.path,

@@ -892,3 +892,32 @@ def test_a_split_steps_ask_and_the_lowest_slack_of_another_compile_are_on_the_po
     pool.close()
     other_slack.close()
     assert not os.listdir(tmp_path / "pool" / "asks") and not os.listdir(tmp_path / "pool" / "slack")
+
+
+def test_a_split_step_waiting_on_the_board_and_asking_counts_once(tmp_path):
+    """A split step refused a core waits on the board and posts its ask: an extra step of
+    another compile counted it twice, and with two slots free left both to it (one idled until
+    the next look).  Counted once, the extra step takes the second free slot."""
+    from fast_nvcc.machine.pool_files import Claim, RequestBoard, Told
+
+    pool = PoolSlots(str(tmp_path / "pool"), 3)
+    assert pool.try_acquire(0.0)  # this compile's first step: two slots left
+    other = os.getpid() + 1
+    board = RequestBoard(str(tmp_path / "pool" / "requests"))
+    name = board.rank_name(90.0, first=False).rsplit("-", 1)[0] + f"-{other}"
+    waiter = Claim.make(str(tmp_path / "pool" / "requests" / name))  # the other compile's split step
+    ask = Told(str(tmp_path / "pool" / "asks"), "a-", owner=other)
+    ask.tell(90.0)
+    assert pool.try_acquire(50.0)  # one ahead (the split step) of two free
+    assert not pool.try_acquire(50.0)  # one ahead of the one free
+    pool.release()
+    # Waiting on the board for another step (at 60 s) while its split step asks: two ahead.
+    waiter = waiter.renamed(str(tmp_path / "pool" / "requests" / (board.rank_name(60.0, first=False).rsplit("-", 1)[0] + f"-{other}")))
+    assert not pool.try_acquire(50.0)
+    waiter.drop()  # an ask alone (its compile not on the board): still one ahead
+    assert pool.try_acquire(50.0) and not pool.try_acquire(50.0)
+    ask.tell(None)
+    assert pool.try_acquire(50.0)  # nobody ahead: the last slot
+    pool.release_all()
+    ask.close()
+    pool.close()
