@@ -230,7 +230,7 @@ def _pole(job: Job, seconds: float, *, cores: int, serial: dict[str, float],
     measured, else with the build's.  Its steps count their time running, not stopped."""
     source = _source_name(job)
     if job.record is None:
-        return PoleAdvice(job.name, source, job.start, seconds, 0.0, 0.0, 0.0, None), 0.0
+        return PoleAdvice(job.name, source, job.start, seconds, 0.0, 0.0, 0.0, None, elapsed=job.seconds), 0.0
     steps = [s for s in job.record.steps if s.state != "skipped"]
     chains: dict[str, list[Step]] = {}
     for step in steps:
@@ -238,13 +238,14 @@ def _pole(job: Job, seconds: float, *, cores: int, serial: dict[str, float],
             chains.setdefault((step.arch or "").split("_", 1)[-1], []).append(step)
     host = sum(s.running for s in steps if s.kind in HOST_KINDS)
     if not chains:
-        return PoleAdvice(job.name, source, job.start, seconds, 0.0, 0.0, host, seconds), 0.0
+        return PoleAdvice(job.name, source, job.start, seconds, 0.0, 0.0, host, seconds, elapsed=job.seconds), 0.0
     arch = max(chains, key=lambda a: sum(s.running for s in chains[a]))
     chain = chains[arch]
     cicc = sum(s.running for s in chain if s.tool == "cicc")
     ptxas = sum(s.running for s in chain if s.tool == "ptxas")
     if any(s.cores > 0 for s in steps if s.tool in ("cicc", "ptxas")):
-        return PoleAdvice(job.name, source, job.start, seconds, cicc, ptxas, host, seconds, already_split=True), 0.0
+        return PoleAdvice(job.name, source, job.start, seconds, cicc, ptxas, host, seconds, already_split=True,
+                          elapsed=job.seconds), 0.0
     mine = own.get(job.record.sources[0], {}) if job.record.sources else {}
     shares = {**serial, **{tool: value for tool, (value, _, _) in mine.items()}}
     cpu_ratios = {tool: ratio for tool, (_, _, ratio) in mine.items() if ratio is not None}
@@ -261,7 +262,8 @@ def _pole(job: Job, seconds: float, *, cores: int, serial: dict[str, float],
             if id(step) in on_chain:
                 new_chain += wall
     split = max(seconds - (cicc + ptxas) + new_chain, host)
-    return PoleAdvice(job.name, source, job.start, seconds, cicc, ptxas, host, split, measured=measured), extra
+    return PoleAdvice(job.name, source, job.start, seconds, cicc, ptxas, host, split, measured=measured,
+                      elapsed=job.seconds), extra
 
 
 def _source_name(job: Job) -> str:

@@ -312,6 +312,7 @@ class PoleAdvice:
     # Where its split model's serial shares come from: its own source's split steps ("3 split
     # steps", in any build of the logs), or "": not measured split yet (the build's, Advice.serial)
     measured: str = ""
+    elapsed: float = 0.0  # its job's elapsed time (``seconds`` is its own path: advice.own_seconds)
 
 
 @dataclass(frozen=True, slots=True)

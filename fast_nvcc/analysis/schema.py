@@ -157,7 +157,8 @@ def _advice_json(a: Analysis) -> dict[str, Any] | None:
     return {
         "floor_seconds": _r(v.floor), "share_seconds": _r(v.share), "work_seconds": _r(v.work),
         "cores": v.cores, "threads": v.threads,
-        "poles": [{"output": p.name, "source": p.source, "start": _r(p.start), "seconds": _r(p.seconds),
+        "poles": [{"output": p.name, "source": p.source, "start": _r(p.start), "seconds": _r(p.elapsed),
+                   "own_path_seconds": _r(p.seconds),
                    "cicc_seconds": _r(p.cicc), "ptxas_seconds": _r(p.ptxas), "host_seconds": _r(p.host),
                    "split_seconds": None if p.split_seconds is None else _r(p.split_seconds),
                    "already_split": p.already_split, "measured_split": p.measured} for p in v.poles],

@@ -773,6 +773,7 @@ def test_analyze_names_the_compile_that_sets_the_floor_and_what_split_gives(tmp_
     code, out, _ = run_main(capsys, log, "-j", "4", "--format", "json")
     got = json.loads(out)["advice"]
     assert got["setting"] == v.setting and got["poles"][0]["source"] == "relu_grouped.cu"
+    assert got["poles"][0]["seconds"] == got["poles"][0]["own_path_seconds"] == 180.0  # nothing waited or stopped
     assert got["split_floor_seconds"] == pytest.approx(v.split_floor, abs=1e-3)
 
 
