@@ -94,18 +94,18 @@ def own_seconds(job: Job, *, cores: int) -> float:
     """A compile's time were nothing to hold it back: its elapsed time less what its critical
     path (the steps the run marked ``critical``) spent ready but waiting to start, stopped (for a
     split step, for memory), and, a split step, on fewer cores than its threads could use (its
-    serial seconds and the rest spread on ``cores``: :func:`split_floor`).  Where every core is
+    serial seconds and the rest spread on ``cores``: :func:`step_floor`).  Where every core is
     busy, steps wait and stop for longer paths, and a compile's elapsed time is the wall: taken as
     the floor, FlashAttention's advised build (2026-11-29, 16 cores) "took 1.00 x its floor",
     186.7 s, set by a compile stopped 54.5 s and waiting 19.3 s whose own path was 112.9 s,
     while its cpu work / 16 cores was 178.0 s.  A job without such steps: its elapsed time."""
     if job.record is None:
         return job.seconds
-    held = [s.wait + s.seconds - split_floor(s, cores=cores) for s in job.record.steps if s.critical and s.state != "skipped"]
+    held = [s.wait + s.seconds - step_floor(s, cores=cores) for s in job.record.steps if s.critical and s.state != "skipped"]
     return max(0.0, job.seconds - sum(held)) if held else job.seconds
 
 
-def split_floor(step: Step, *, cores: int) -> float:
+def step_floor(step: Step, *, cores: int) -> float:
     """The shortest a step could have run: a split step measured long enough for its threads to
     be seen (split_option.MEASURED_SECONDS), its seconds of one thread at a time plus the rest of
     its cpu on ``cores``; any other step, its seconds running (not stopped)."""
