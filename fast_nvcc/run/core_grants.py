@@ -203,6 +203,11 @@ class Grants:
         grant = self._running.get(task_id)
         return None if grant is None else grant.ran
 
+    def path_on_threads(self) -> float | None:
+        """The longest remaining path of our running split steps were each to hold a core per
+        thread: our compile ends no sooner (None: none runs; yielding.BuildLeft)."""
+        return max((on_cores(g.priority, g.threads, serial=g.serial) for g in self._running.values()), default=None)
+
     def start(self, task_id: int, threads: int, priority: float, *, serial: float = 0.0) -> frozenset[int]:
         """A split step starts: the one core it is held to."""
         grant = Grant(task_id, threads, priority, serial=serial)

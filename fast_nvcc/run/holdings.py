@@ -215,7 +215,8 @@ class Holdings:
         # While the build tool holds compiles back, a stopped step would keep its job from the
         # compiles it holds back: only when every compile competes by rank (slots.competes).
         if self._told_left is not None:  # (how soon the build could end: yielding.has_slack)
-            self.build_left = self._told_left.look(queue, {t: self.done(t) for t in self.processes.step_pids()})
+            self.build_left = self._told_left.look(queue, {t: self.done(t) for t in self.processes.step_pids()},
+                                                   path=self.grants.path_on_threads() if self.grants else None)  # fmt: skip
         # (a step with no slack against the build's end gives nothing: it does not hold back
         # another compile's step that could)
         candidates = [c for c in self._candidates(queue) if has_slack(c.rank, build_left=self.build_left)] \

@@ -103,34 +103,39 @@ def to_stop(candidates: Sequence[Candidate], *, best_ask: float | None,
 class BuildLeft:
     """How soon the build could end, on the machine-wide pool's directory (``left/``): each
     compile tells its work left less what its running steps have done (learned costs only), and
-    their sum over the pool's cores is the soonest end were every core busy (:func:`has_slack`)."""
+    their sum over the pool's cores is the soonest end were every core busy; a compile whose
+    split steps' paths run longer, even on a core per thread, tells that path too, and the build
+    ends no sooner (:func:`has_slack`)."""
 
     def __init__(self, directory: str, cores: int) -> None:
-        self.told = Told(os.path.join(directory, "left"), "l-")
+        self.left = Told(os.path.join(directory, "left"), "l-")
+        self.paths = Told(os.path.join(directory, "left"), "p-")
         self.cores = max(1, cores)
-        self._last: float | None = None
+        self._last: tuple[float | None, float | None] = (None, None)
 
-    def look(self, queue: ReadyQueue, done: Mapping[int, float]) -> float | None:
+    def look(self, queue: ReadyQueue, done: Mapping[int, float], *, path: float | None = None) -> float | None:
         """Tell our work left (``queue``'s) less what our running steps have ``done`` (seconds of
-        their work, by task), and read how soon the build could end: only where our estimates
-        have shown credible (a learned build); a first build's per-tool defaults say little of
-        it, and there the ranks alone decide."""
+        their work, by task) and our split steps' ``path`` on a core per thread, and read how soon
+        the build could end: only where our estimates have shown credible (a learned build); a
+        first build's per-tool defaults say little of it, and there the ranks alone decide."""
         if not queue.credible or queue.work_left is None:
             self.tell(None)
             return None
-        self.tell(queue.work_left - sum(queue.expected(t) - queue.left(t, d) for t, d in done.items()))
+        self.tell(queue.work_left - sum(queue.expected(t) - queue.left(t, d) for t, d in done.items()), path=path)
         return self.soonest()
 
-    def tell(self, seconds: float | None) -> None:
-        """Ours now, in whole seconds (a new name only when it moves by one); None: not known."""
-        value = None if seconds is None else float(round(max(0.0, seconds)))
-        if value != self._last:
-            self.told.tell(value)
-            self._last = value
+    def tell(self, seconds: float | None, *, path: float | None = None) -> None:
+        """Ours now, in whole seconds (a new name only when one moves by a second); None: not known."""
+        told = tuple(None if v is None else float(round(max(0.0, v))) for v in (seconds, None if seconds is None else path))
+        if told != self._last:
+            self.left.tell(told[0])
+            self.paths.tell(told[1])
+            self._last = told
 
     def soonest(self) -> float | None:
-        values = self.told.values()
-        return sum(values) / self.cores if values else None
+        left = self.left.values()
+        return max([sum(left) / self.cores, *self.paths.values()]) if left else None
 
     def close(self) -> None:
-        self.told.close()
+        self.left.close()
+        self.paths.close()

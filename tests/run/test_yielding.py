@@ -56,7 +56,7 @@ def test_the_builds_end_is_every_compiles_work_left_now_over_the_cores(tmp_path)
     new name only when it moves by one), on the pool's directory; the build's soonest end is
     their sum over the pool's cores, gone with a compile that closes or stops knowing."""
     ours, theirs = BuildLeft(str(tmp_path), 4), BuildLeft(str(tmp_path), 4)
-    theirs.told.owner = ours.told.owner + 1  # two compiles of the machine
+    theirs.left.owner = theirs.paths.owner = ours.left.owner + 1  # two compiles of the machine
     assert ours.soonest() is None
     ours.tell(100.4)
     theirs.tell(60.0)
@@ -64,7 +64,11 @@ def test_the_builds_end_is_every_compiles_work_left_now_over_the_cores(tmp_path)
     names = sorted(p.name for p in (tmp_path / "left").iterdir())
     ours.tell(100.2)  # the same whole second: nothing posted again
     assert sorted(p.name for p in (tmp_path / "left").iterdir()) == names
+    theirs.tell(60.0, path=70.0)  # a split step on a longer path than all the work over the cores
+    assert ours.soonest() == pytest.approx(70.0)
     ours.tell(None)
+    assert ours.soonest() == pytest.approx(70.0)
+    theirs.tell(60.0)
     assert ours.soonest() == pytest.approx(60.0 / 4)
     theirs.close()
-    assert ours.soonest() is None
+    assert ours.soonest() is None and not list((tmp_path / "left").iterdir())
