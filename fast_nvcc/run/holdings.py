@@ -72,8 +72,8 @@ class Holdings:
         directory = getattr(slots, "directory", None)  # the machine-wide pool's (where self.queue is set)
         self._told_left = BuildLeft(directory, getattr(slots, "size", jobs)) if self.queue is not None and directory else None
         if self.split:
-            self.grants = Grants(self.admission, pool_directory=getattr(slots, "directory", None)
-                                 or pool_directory(env), pin=processes.pin, now=now)  # fmt: skip
+            self.grants = Grants(self.admission, pool_directory=directory or pool_directory(env),
+                                 pin=processes.pin, now=now)  # fmt: skip
 
     def done(self, task_id: int) -> float:
         """The seconds of its work a started task has done: a split step's core-seconds, another
@@ -215,7 +215,7 @@ class Holdings:
         # While the build tool holds compiles back, a stopped step would keep its job from the
         # compiles it holds back: only when every compile competes by rank (slots.competes).
         if self._told_left is not None:  # (how soon the build could end: yielding.has_slack)
-            self.build_left = self._told_left.look(queue, {t: self.done(t) for t in self.processes.step_pids()},
+            self.build_left = self._told_left.look(queue, self.processes.step_pids(), self.done,
                                                    path=self.grants.path_on_threads() if self.grants else None)  # fmt: skip
         # (a step with no slack against the build's end gives nothing: it does not hold back
         # another compile's step that could)

@@ -40,7 +40,7 @@ made-up ranks; :class:`fast_nvcc.run.holdings.Holdings` applies it.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -67,12 +67,13 @@ class Candidate:
 
 def has_slack(rank: float, *, build_left: float | None) -> bool:
     """Would a step on a remaining path of ``rank`` seconds still end before the build could,
-    stopped a while: before ``build_left`` (:meth:`BuildLeft.soonest`, the work the machine's
-    compiles have left over its cores), with MARGIN to spare?  Where every core is busy, a build ends at its cpu floor
-    at the soonest, and a step whose path reaches it has no time to lose: in FlashAttention's
-    advised build (2026-11-29, docs/benchmarks.md round 24) the unsplit compile whose own path
-    was the build's floor stopped 7.3 s for split steps and ended the build 8 s above that
-    floor.  None (not known): only the ranks decide."""
+    stopped a while: before ``build_left`` (:meth:`BuildLeft.soonest`: the work the machine's
+    compiles have left over its cores, or a split step's path where longer), with MARGIN to
+    spare?  Where every core is busy, a build ends at its cpu floor at the soonest, and a step
+    whose path reaches it has no time to lose: in FlashAttention's advised build (2026-11-29,
+    docs/benchmarks.md round 24) the unsplit compile whose own path was the build's floor
+    stopped 7.3 s for split steps and ended the build 8 s above that floor.  None (not known):
+    only the ranks decide."""
     return build_left is None or rank * MARGIN <= build_left
 
 
@@ -111,26 +112,24 @@ class BuildLeft:
         self.left = Told(os.path.join(directory, "left"), "l-")
         self.paths = Told(os.path.join(directory, "left"), "p-")
         self.cores = max(1, cores)
-        self._last: tuple[float | None, float | None] = (None, None)
 
-    def look(self, queue: ReadyQueue, done: Mapping[int, float], *, path: float | None = None) -> float | None:
-        """Tell our work left (``queue``'s) less what our running steps have ``done`` (seconds of
-        their work, by task) and our split steps' ``path`` on a core per thread, and read how soon
-        the build could end: only where our estimates have shown credible (a learned build); a
-        first build's per-tool defaults say little of it, and there the ranks alone decide."""
+    def look(self, queue: ReadyQueue, running: Iterable[int], done: Callable[[int], float], *,
+             path: float | None = None) -> float | None:  # fmt: skip
+        """Tell our work left (``queue``'s) less what our ``running`` steps have ``done`` (seconds
+        of their work) and our split steps' ``path`` on a core per thread, and read how soon the
+        build could end: only where our estimates have shown credible (a learned build); a first
+        build's per-tool defaults say little of it, and there the ranks alone decide."""
         if not queue.credible or queue.work_left is None:
             self.tell(None)
             return None
-        self.tell(queue.work_left - sum(queue.expected(t) - queue.left(t, d) for t, d in done.items()), path=path)
+        self.tell(queue.work_left - sum(queue.expected(t) - queue.left(t, done(t)) for t in running), path=path)
         return self.soonest()
 
     def tell(self, seconds: float | None, *, path: float | None = None) -> None:
-        """Ours now, in whole seconds (a new name only when one moves by a second); None: not known."""
-        told = tuple(None if v is None else float(round(max(0.0, v))) for v in (seconds, None if seconds is None else path))
-        if told != self._last:
-            self.left.tell(told[0])
-            self.paths.tell(told[1])
-            self._last = told
+        """Ours now, in whole seconds (a claim is renamed only when its value moves by one);
+        None: not known."""
+        self.left.tell(None if seconds is None else round(max(0.0, seconds)))
+        self.paths.tell(None if seconds is None or path is None else round(max(0.0, path)))
 
     def soonest(self) -> float | None:
         left = self.left.values()
