@@ -79,6 +79,19 @@ def find_nvcc(explicit: str | None) -> str:
     return find(explicit)
 
 
+def own_paths(records: Sequence[dict], *, cores: int) -> list[float]:
+    """Each FAST_NVCC_LOG record's own path, as ``fast_nvcc analyze`` counts it
+    (fast_nvcc.analysis.advice.own_seconds): its time less what its critical steps waited,
+    stopped, and, split, ran beyond their serial seconds plus the rest of their cpu on ``cores``.
+    Not the log's ``critical_path_seconds``, which counts a step's stops: where every core is busy
+    a compile stopped for split steps ends near the wall, and the floor was the wall."""
+    sys.path.insert(0, str(ROOT))
+    from fast_nvcc.analysis.advice import own_seconds
+    from fast_nvcc.analysis.readers import jobs_of_records, record_of
+
+    return [own_seconds(job, cores=cores) for job in jobs_of_records([record_of(r) for r in records])]
+
+
 def machine() -> dict[str, str]:
     cpu = platform.processor() or "unknown CPU"
     try:

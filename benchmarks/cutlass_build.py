@@ -20,7 +20,7 @@ source), Release, CMake + Ninja with -j = cores, each variant from a clean build
 Every build's cpu (its processes', an sccache server's too) is measured beside its wall.
 Every fast_nvcc object is compared with plain nvcc's (temp names masked; as digests, so that
 variants measured in separate runs compare too).  From FAST_NVCC_LOG: the floor, max(longest
-compile's critical path, sum of step times / cores), and starvation: how long each compile
+compile's own path as analyze counts it, sum of step times / cores), and starvation: how long each compile
 waited for its first step, and whether another compile ran two or more steps meanwhile.
 
 Results are merged into a JSON file, so that the variants can be split over several runs:
@@ -62,6 +62,7 @@ from common import (
     find_nvcc,
     machine,
     masked,
+    own_paths,
     read_log,
     today,
     tool_versions,
@@ -426,17 +427,17 @@ def analyze_log(records: Sequence[dict], *, cores: int) -> dict:
     if not compiles:
         return summary
     name = {id(r): Path((r.get("sources") or ["?"])[0]).name for r in records}
-    longest = max(compiles, key=lambda r: r.get("critical_path_seconds") or 0.0)
+    own = own_paths(compiles, cores=cores)
+    longest = max(range(len(compiles)), key=own.__getitem__)
     # Stub probes (optional work on idle cores) are not work the build needs.
     step_sum = sum(step_work(s) for r in compiles for s in running_steps(r, needed=True))
     # What split steps (-split-compile N, fast_nvcc's core grants) ran beyond their wall, on
     # their extra cores: in step_sum already, reported apart.
     split_cpu = sum(max(0.0, (s.get("cpu_seconds") or 0.0) - (s["end"] - s["start"]))
                     for r in compiles for s in r.get("steps", ()) if s.get("cores"))  # fmt: skip
-    critical = longest.get("critical_path_seconds") or 0.0
     summary.update(
-        critical_path_seconds=critical, critical_path_source=name[id(longest)], step_seconds=step_sum,
-        floor_seconds=max(critical, step_sum / cores), split_cpu_seconds=split_cpu,
+        own_path_seconds=own[longest], own_path_source=name[id(compiles[longest])], step_seconds=step_sum,
+        floor_seconds=max(own[longest], step_sum / cores), split_cpu_seconds=split_cpu,
         split_steps=sum(1 for r in compiles for s in r.get("steps", ()) if s.get("cores")),
         most_cores=max((s.get("cores") or 0 for r in compiles for s in r.get("steps", ())), default=0),
         # Split, cc1plus ran on its own (a fallback logs an empty cc1plus step, then gcc -c).
@@ -713,13 +714,20 @@ def same_steps_cpu(log: dict, against: dict) -> tuple[float, int] | None:
     return sum(mine[k] for k in common) / sum(theirs[k] for k in common), len(common)
 
 
+def longest_path(log: dict) -> tuple[str, str]:
+    """The key of a summary's path term: its own path (analyze's), or, a summary written before
+    that (results files of earlier runs), the log's critical path."""
+    return ("own_path", "own path") if "own_path_seconds" in log else ("critical_path", "critical path")
+
+
 def describe_log(label: str, log: dict, *, cores: int, against: tuple[str, dict] | None = None) -> str:
     """One build's floor, waits and cache hits from its log's summary (analyze_log); with
     ``against`` (an earlier build's label and summary), the machine's speed between the two."""
     worst, contended = log["worst_first_step"], log["worst_contended"]
     waited = "the log's first_step_wait_seconds" if log.get("waits_from_log") else f"process start + {STARTUP_ALLOWANCE} s"
-    text = (f"- {label}: floor = max(longest critical path {log['critical_path_seconds']:.1f} s "
-            f"({log['critical_path_source']}), the steps' cpu {log['step_seconds']:.0f} s / {cores} cores = "
+    key, words = longest_path(log)
+    text = (f"- {label}: floor = max(longest compile's {words} {log[f'{key}_seconds']:.1f} s "
+            f"({log[f'{key}_source']}), the steps' cpu {log['step_seconds']:.0f} s / {cores} cores = "
             f"{log['step_seconds'] / cores:.1f} s"
             f"{'; split steps ' + str(log['split_steps']) + ', up to ' + str(log['most_cores']) + ' cores, ' + format(log['split_cpu_seconds'], '.0f') + ' s of cpu beyond their wall' if log.get('split_steps') else ''}"
             f"); host compile split in {log['split_host']} of {log['compiles']} "

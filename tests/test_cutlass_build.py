@@ -14,10 +14,12 @@ import cutlass_build  # noqa: E402
 
 
 def record(source: str, *, time: float, steps: list[tuple[float, float]], critical: float, **extra) -> dict:
-    """A FAST_NVCC_LOG line: its process starts at ``time``, its steps count from time + 0.2."""
-    return {"time": time, "run_start": time + 0.2, "sources": [source], "mode": "dag", "exit_code": 0,
-            "critical_path_seconds": critical, **extra,
-            "steps": [{"tool": "cicc", "start": s, "end": e, "command": True, "cpu_seconds": e - s} for s, e in steps]}  # fmt: skip
+    """A FAST_NVCC_LOG line: its process starts at ``time``, its steps count from time + 0.2, it
+    runs for ``critical`` seconds, and nothing on its path waits or stops (its own path)."""
+    return {"version": 1, "time": time, "run_start": time + 0.2, "sources": [source], "outputs": [f"{source}.o"],
+            "mode": "dag", "exit_code": 0, "wall_seconds": critical, "critical_path_seconds": critical, **extra,
+            "steps": [{"tool": "cicc", "kind": "cicc", "start": s, "end": e, "seconds": e - s, "command": True,
+                       "cpu_seconds": e - s} for s, e in steps]}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -68,9 +70,11 @@ def test_the_logged_first_step_wait_is_the_window():
 
 def test_the_split_host_compile_runs_processes_though_the_log_says_no_command():
     split = record("a.cu", time=100.0, steps=[(0, 1)], critical=2.0)
-    split["steps"].append({"tool": "cc1plus", "start": 1.0, "end": 2.0, "command": False, "cpu_seconds": 0.9})
+    split["steps"].append({"tool": "cc1plus", "kind": "host-compile", "start": 1.0, "end": 2.0, "seconds": 1.0,
+                           "command": False, "cpu_seconds": 0.9})
     fallback = record("b.cu", time=100.0, steps=[(0, 1)], critical=2.0)
-    fallback["steps"].append({"tool": "cc1plus", "start": 1.0, "end": 1.0, "command": False, "cpu_seconds": None})
+    fallback["steps"].append({"tool": "cc1plus", "kind": "host-compile", "start": 1.0, "end": 1.0, "seconds": 0.0,
+                              "command": False, "cpu_seconds": None})
     log = cutlass_build.analyze_log([split, fallback], cores=2)
     assert log["split_host"] == 1
     assert log["step_seconds"] == pytest.approx(2.9)  # cc1plus's cpu (0.9 s), the others' times
@@ -89,6 +93,24 @@ def test_the_work_is_the_steps_cpu_where_the_log_has_it():
     assert log["step_seconds"] == pytest.approx(10.0)
     assert log["floor_seconds"] == pytest.approx(max(2.5, 10.0 / 4))
     assert log["split_cpu_seconds"] == pytest.approx(5.5)
+
+
+def test_the_floor_is_a_compiles_own_path_not_its_stops():
+    """As analyze counts it (fast_nvcc.analysis.advice.own_seconds): a compile whose ptxas stopped
+    30 s for split steps and waited 5 s for a core ran 60 s, but its own path is 25 s; the log's
+    critical path (55 s) counts the stops.  The floor is then the cpu share, and the description
+    names the own path."""
+    stopped = record("a.cu", time=100.0, steps=[(0, 10), (15, 55)], critical=60.0)
+    stopped["steps"][0].update(critical=True)
+    stopped["steps"][1].update(critical=True, wait=5.0, yielded=30.0, cpu_seconds=10.0)
+    busy = record("b.cu", time=100.0, steps=[(0, 40), (0, 40)], critical=40.0)
+    log = cutlass_build.analyze_log([stopped, busy], cores=2)
+    assert log["own_path_seconds"] == pytest.approx(40.0) and log["own_path_source"] == "b.cu"
+    assert log["floor_seconds"] == pytest.approx(max(40.0, 100.0 / 2))
+    alone = cutlass_build.analyze_log([stopped], cores=2)
+    assert alone["own_path_seconds"] == pytest.approx(25.0)
+    assert alone["floor_seconds"] == pytest.approx(max(25.0, 20.0 / 2))
+    assert "longest compile's own path 25.0 s (a.cu)" in cutlass_build.describe_log("split", alone, cores=2)
 
 
 def test_results_merge_keeps_the_latest_of_each_variant_and_compares_objects(tmp_path):

@@ -138,14 +138,15 @@ def parse_fast_nvcc_log(
         except ValueError:
             raise AnalysisError(f"{name}:{number}: not a JSON line") from None
         try:
-            yield _record_of(data)
+            yield record_of(data)
         except (KeyError, TypeError, ValueError) as exc:
             raise AnalysisError(
                 f"{name}:{number}: not a FAST_NVCC_LOG record ({_describe(exc)})"
             ) from None
 
 
-def _record_of(data: dict[str, Any]) -> CompileRecord:
+def record_of(data: dict[str, Any]) -> CompileRecord:
+    """One FAST_NVCC_LOG line, parsed (KeyError, TypeError, ValueError where it is not one)."""
     version = data["version"]
     if version not in FAST_NVCC_LOG_VERSIONS:
         raise ValueError(f"schema version {version!r}, this reads {FAST_NVCC_LOG_VERSIONS}")
