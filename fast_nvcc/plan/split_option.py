@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from ..errors import FastNvccError
+from ..settings import count
 from . import nvcc_args
 
 # What nvcc compiles for the device: other inputs (objects, .cpp) get no split.
@@ -58,8 +59,8 @@ def settings(split: int | None, sources: str | None, env: Mapping[str, str], *,
              cwd: str | None = None) -> tuple[int | None, tuple[str, ...]]:  # fmt: skip
     """The thread count and the patterns, from the options or else the environment; ``(None,
     ())`` where an ``@FILE`` holds no pattern (no compile is split)."""
-    if split is None and env.get("FAST_NVCC_SPLIT", "") != "":
-        split = _count(env["FAST_NVCC_SPLIT"], "FAST_NVCC_SPLIT")
+    if split is None:
+        split = count(env, "FAST_NVCC_SPLIT")
     where = "--split-sources"
     if sources is None:
         where, sources = "FAST_NVCC_SPLIT_SOURCES", env.get("FAST_NVCC_SPLIT_SOURCES") or None
@@ -97,15 +98,6 @@ def literal(name: str) -> str:
     fnmatch reads them (``a[1].cu`` -> ``a[[]1].cu``); a comma, which would part the line, ``?``."""
     pattern = re.sub(r"([*?\[])", r"[\1]", name).replace(",", "?")
     return f"[#]{pattern[1:]}" if pattern.startswith("#") else pattern
-
-
-def _count(text: str, where: str) -> int:
-    if not text.strip().isdigit():
-        raise FastNvccError(f"{where}={text!r}: not a thread count")
-    value = int(text)
-    if value < 1:
-        raise FastNvccError(f"{where}={text!r}: at least 1 (nvcc's 0, every CPU, depends on the machine)")
-    return value
 
 
 def with_split(args: Sequence[str], threads: int | None, patterns: Sequence[str], *,
