@@ -30,6 +30,12 @@ from dataclasses import dataclass
 _PRIORITY_SPAN = 10**12 - 1
 
 
+def _millis(seconds: float) -> int:
+    """A rank or a told value as the names keep it: whole milliseconds (so a request on the
+    board and the same value told under ``asks/`` read back equal)."""
+    return min(_PRIORITY_SPAN, int(max(0.0, seconds) * 1000))
+
+
 @dataclass(frozen=True, slots=True)
 class Claim:
     """A file of the pool that its owner holds an flock on while it means something."""
@@ -163,7 +169,7 @@ class RequestBoard:
         """The rank of a request for a compile's ``first`` step (or a split step's core,
         :class:`fast_nvcc.machine.slots.Ask`) or an extra one."""
         key = 0 if first else 1
-        inverse = max(0, _PRIORITY_SPAN - int(max(0.0, priority) * 1000))
+        inverse = _PRIORITY_SPAN - _millis(priority)
         return f"r{key}-{inverse:012d}-{self._since:016d}-{os.getpid()}"
 
     def post(self, priority: float, *, first: bool) -> str:
@@ -235,7 +241,7 @@ class Told:
         if value is None:
             self.close()
             return
-        name = f"{self.prefix}{min(_PRIORITY_SPAN, int(max(0.0, value) * 1000)):012d}-{self.owner}"
+        name = f"{self.prefix}{_millis(value):012d}-{self.owner}"
         self._claim = Claim.post(self._claim, os.path.join(self.directory, name))
 
     def names(self) -> list[str]:

@@ -297,7 +297,7 @@ class PoolSlots(Slots):
         core, whose last ask ranks higher as it runs) besides the board's waiters: an extra step leaves
         them free slots.  Another compile's ask that waits on the board at its rank is that waiter, once."""
         waiting, mine = self.board.waiting(), str(os.getpid())
-        return sum(1 for rank, who in self.asks.told(others=not own) if rank > priority and (who == mine or abs(waiting.get(who, -1.0) - rank) > 0.002))
+        return sum(1 for rank, who in self.asks.told(others=not own) if rank > priority and (who == mine or waiting.get(who) != rank))
 
     def _may_drain(self) -> bool:
         if not self.drain_extras:

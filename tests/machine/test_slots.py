@@ -904,10 +904,10 @@ def test_a_split_step_waiting_on_the_board_and_asking_counts_once(tmp_path):
     assert pool.try_acquire(0.0)  # this compile's first step: two slots left
     other = os.getpid() + 1
     board = RequestBoard(str(tmp_path / "pool" / "requests"))
-    name = board.rank_name(90.0, first=False).rsplit("-", 1)[0] + f"-{other}"
+    name = board.rank_name(90.1237, first=False).rsplit("-", 1)[0] + f"-{other}"
     waiter = Claim.make(str(tmp_path / "pool" / "requests" / name))  # the other compile's split step
     ask = Told(str(tmp_path / "pool" / "asks"), "a-", owner=other)
-    ask.tell(90.0)
+    ask.tell(90.1237)  # not a whole millisecond: both names keep 90.123
     assert pool.try_acquire(50.0)  # one ahead (the split step) of two free
     assert not pool.try_acquire(50.0)  # one ahead of the one free
     pool.release()
