@@ -25,7 +25,7 @@ from .learn.history import cache_directory
 from .learn.learned import Learned
 from .learn.pruning import prune_when_due
 from .machine.cpus import usable_cpus
-from .machine.slots import slots_from_environment
+from .machine.slot_choice import slots_from_environment
 from .passthrough import run_unchanged
 from .plan import exit_codes, split_option
 from .plan.invocation import Invocation, read_invocation

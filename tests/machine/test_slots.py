@@ -20,15 +20,9 @@ import psutil
 import pytest
 from helpers import fast_nvcc_command
 
-from fast_nvcc.machine.slots import (
-    Admit,
-    Ask,
-    JobserverSlots,
-    PoolSlots,
-    admit,
-    jobserver_from_makeflags,
-    slots_from_environment,  # fmt: skip
-)
+from fast_nvcc.machine.jobserver import JobserverSlots, jobserver_from_makeflags
+from fast_nvcc.machine.slot_choice import slots_from_environment
+from fast_nvcc.machine.slots import Admit, Ask, PoolSlots, admit
 
 # What fast_nvcc itself decides: against the first toolchain (conftest).
 pytestmark = pytest.mark.one_toolchain
