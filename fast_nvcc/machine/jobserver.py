@@ -46,7 +46,7 @@ class JobserverSlots(Slots):
         self.held += 1
         return True
 
-    def release(self) -> None:
+    def _give_back(self) -> None:
         if not self.tokens:
             return
         token = self.tokens.pop()

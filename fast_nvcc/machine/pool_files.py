@@ -164,6 +164,7 @@ class RequestBoard:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         self._request: Claim | None = None
         self._since = 0  # when this process began to wait, for the rank's third key
+        self.wakes = 0  # how many times this process woke the others (:meth:`wake`)
 
     def rank_name(self, priority: float, *, first: bool) -> str:
         """The rank of a request for a compile's ``first`` step (or a split step's core,
@@ -201,6 +202,7 @@ class RequestBoard:
     def wake(self) -> None:
         """A slot came free: wake every other waiter of the board to look (SIGURG, ignored by
         default by any process that does not wait on it: fast_nvcc.run.wakeup)."""
+        self.wakes += 1
         for name in self._others():
             with contextlib.suppress(ValueError, OSError):
                 os.kill(int(name.rsplit("-", 1)[1]), signal.SIGURG)

@@ -126,5 +126,6 @@ class Admission:
     def release_idle(self, *, keep: bool = False) -> None:
         """Give back shared slots no running step uses, so other compiles can have them (but
         one, if asked to ``keep`` it)."""
-        while self.slots.held > max(0, self._in_use - self.slots.implicit) + keep:
-            self.slots.release()
+        idle = self.slots.held - (max(0, self._in_use - self.slots.implicit) + keep)
+        if idle > 0:
+            self.slots.release(idle)  # at once: the pool wakes its waiters once

@@ -915,3 +915,23 @@ def test_a_split_step_waiting_on_the_board_and_asking_counts_once(tmp_path):
     pool.release_all()
     ask.close()
     pool.close()
+
+
+def test_slots_given_back_together_wake_the_waiters_once(tmp_path):
+    """A split step's end gives back its cores at once (Admission.release_idle): the waiters of
+    the board are woken once, to see every slot freed, not once per slot (16 rounds of SIGURG to
+    every waiter, each a look at the pool, when a 16-core split step ended)."""
+    from fast_nvcc.machine.pool_files import Claim, RequestBoard
+
+    pool = PoolSlots(str(tmp_path / "pool"), 4)
+    assert all(pool.try_acquire(10.0) for _ in range(3))
+    board = RequestBoard(str(tmp_path / "pool" / "requests"))
+    name = board.rank_name(5.0, first=False).rsplit("-", 1)[0] + f"-{os.getpid() + 1}"
+    waiter = Claim.make(str(tmp_path / "pool" / "requests" / name))  # another compile waits
+    pool.release(3)
+    assert pool.held == 0 and pool.board.wakes == 1
+    assert len(pool.locks.lock_free(4, skip=())) == 4  # all four free again
+    pool.release(1)  # none held: nothing to give back, nobody woken
+    assert pool.board.wakes == 1
+    waiter.drop()
+    pool.close()

@@ -164,7 +164,7 @@ class FreeSlots(Slots):
     def outranked(self, priority: float) -> bool:
         return priority < self.waiter
 
-    def release(self) -> None:
+    def _give_back(self) -> None:
         self.free += 1
         self.held -= 1
 
