@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from .cpus import usable_cpus
+from .process_tree import children, running
 
 # How far up the process tree to look: ninja -> sh -> fast_nvcc, with room for one launcher
 # script in between.  Not further: a make far above (a CI job's, say) does not run our compiles.
@@ -103,15 +104,12 @@ class Saturation:
         if now - self._checked < _RECHECK_SECONDS:
             return self._saturated
         self._checked = now
-        import psutil
-
-        try:
-            running = sum(1 for child in psutil.Process(tool.pid).children() if child.status() != psutil.STATUS_ZOMBIE)
-        except psutil.Error:
+        jobs = children(tool.pid)  # (not psutil's, which reads every process of the machine)
+        if jobs is None:
             self.tool = None  # the tool is gone: nothing more will start
             self._saturated = False
             return False
-        self._saturated = running >= tool.jobs
+        self._saturated = sum(1 for job in jobs if running(job)) >= tool.jobs
         return self._saturated
 
 

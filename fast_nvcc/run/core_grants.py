@@ -49,7 +49,6 @@ import contextlib
 import functools
 import os
 import random
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -57,6 +56,7 @@ from typing import TYPE_CHECKING
 
 from ..machine.cpus import usable_cpus
 from ..machine.pool_files import SlotLocks
+from ..machine.process_tree import children_files
 
 if TYPE_CHECKING:
     from .admission import Admission
@@ -353,7 +353,7 @@ def _tree_threads(pid: int) -> list[tuple[int, str]] | None:
     ended.  Each thread's ``children`` file names the processes it forked, so the walk reads the
     tree's own files, not every process of the machine as psutil's children() does (this runs
     for each split step ten times a second); psutil where the kernel has no such files."""
-    if not _children_files():
+    if not children_files():
         return _tree_threads_psutil(pid)
     found: list[tuple[int, str]] = []
     todo = [pid]
@@ -371,12 +371,6 @@ def _tree_threads(pid: int) -> list[tuple[int, str]] | None:
                 with open(f"/proc/{process}/task/{tid}/children", "rb") as handle:
                     todo += [int(child) for child in handle.read().split()]
     return found
-
-
-@functools.cache
-def _children_files() -> bool:
-    """Does this kernel have /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN)?"""
-    return os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children")
 
 
 def _tree_threads_psutil(pid: int) -> list[tuple[int, str]] | None:

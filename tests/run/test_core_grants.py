@@ -346,7 +346,8 @@ def test_runnable_threads_counts_the_tree_that_runs():
 
 
 def test_a_tree_is_walked_through_its_own_children_files_as_psutil_walks_it():
-    from fast_nvcc.run.core_grants import _children_files, _tree_threads, _tree_threads_psutil
+    from fast_nvcc.machine.process_tree import children_files
+    from fast_nvcc.run.core_grants import _tree_threads, _tree_threads_psutil
 
     tree = subprocess.Popen(["sh", "-c", "sleep 30 & (sleep 30 & wait) & wait"], process_group=0)
     try:
@@ -356,7 +357,7 @@ def test_a_tree_is_walked_through_its_own_children_files_as_psutil_walks_it():
             time.sleep(0.05)
         assert len({p for p, _ in walked}) == 4
         assert set(walked) == set(_tree_threads_psutil(tree.pid) or [])
-        assert _children_files()  # else the walk above was psutil's, and this test proved nothing
+        assert children_files()  # else the walk above was psutil's, and this test proved nothing
     finally:
         os.killpg(tree.pid, 9)
         tree.wait()

@@ -1,0 +1,53 @@
+"""A process's children, read from its own files under /proc.
+
+psutil's ``Process.children()`` finds them by reading every process of the machine (each one's
+parent): about 12 µs a process, so 0.8 ms on this 2-core machine with 66 processes and several
+milliseconds on a 16-core build machine with hundreds, and each compile asks for the build
+tool's children twice a second (:mod:`.buildtool`).  Linux lists each thread's children in
+``/proc/PID/task/TID/children`` (CONFIG_PROC_CHILDREN): a few reads, whatever the machine runs.
+psutil where the kernel has no such files."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+
+
+@functools.cache
+def children_files() -> bool:
+    """Does this kernel have /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN)?"""
+    return os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children")
+
+
+def children(pid: int) -> list[int] | None:
+    """The processes ``pid`` forked that have not been reaped (zombies too); None when ``pid``
+    itself is gone."""
+    if not children_files():
+        import psutil
+
+        try:
+            return [child.pid for child in psutil.Process(pid).children()]
+        except psutil.Error:
+            return None
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    found: list[int] = []
+    for tid in threads:
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+            found += [int(child) for child in handle.read().split()]
+    return found
+
+
+def running(pid: int) -> bool:
+    """Is ``pid`` a live process, not a zombie its parent has yet to reap?"""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    # The state follows the command name, which may hold spaces and parentheses.
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X", b"")

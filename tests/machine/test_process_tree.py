@@ -1,0 +1,39 @@
+"""fast_nvcc.machine.process_tree: a process's children from its own /proc files, as psutil
+finds them by reading every process of the machine; a zombie is not running."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+
+from fast_nvcc.machine.process_tree import children, children_files, running
+
+
+def test_children_are_psutils_and_a_zombie_is_not_running():
+    # A parent with two sleeping children and one that exits unreaped (a zombie until it ends).
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import os, subprocess, sys, time\n"
+        "kids = [subprocess.Popen(['sleep', '30']) for _ in range(2)]\n"
+        "dead = subprocess.Popen(['true'])\n"
+        "print(' '.join(str(k.pid) for k in kids), dead.pid, flush=True)\n"
+        "sys.stdin.read()\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        *sleepers, dead = (int(p) for p in parent.stdout.readline().split())
+        deadline = time.monotonic() + 10
+        while running(dead) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        found = children(parent.pid)
+        assert sorted(found) == sorted(c.pid for c in psutil.Process(parent.pid).children())
+        assert sorted(found) == sorted([*sleepers, dead])
+        assert [running(pid) for pid in (*sleepers, dead)] == [True, True, False]
+        assert children_files()  # else children() was psutil's, and this compared it with itself
+    finally:
+        parent.stdin.close()
+        for pid in sleepers:
+            os.kill(pid, 9)
+        parent.wait()
+    assert children(parent.pid) is None and not running(parent.pid)
