@@ -1,13 +1,16 @@
-"""What the build's running steps hold now: their process trees' RSS, from one pass over the
-process table at most every ``SCAN_EVERY``.  The budget reads it only when memory is tight: to
+"""What the build's running steps hold now: their process trees' RSS, from one walk of those
+trees at most every ``SCAN_EVERY``.  The budget reads it only when memory is tight: to
 count each compile's claims less what its steps hold already, and, from :mod:`.pressure`'s
 thread, to raise the claims of steps that grow past them (:meth:`.memory.MemoryBudget.observe`)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from .process_tree import children, children_files
 
 
 class LiveUsage:
@@ -37,20 +40,41 @@ class LiveUsage:
         if table is None or time.monotonic() - table.taken >= self.SCAN_EVERY or any(
             pid not in table.rss for pid in wanted
         ):
-            table = self._table = ProcessTable.read()
+            table = self._table = ProcessTable.read(wanted)
         return table
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessTable:
-    """One pass over the machine's processes: each one's children and RSS, in bytes."""
+    """One pass over the process trees asked for: each process's children and RSS, in bytes."""
 
     taken: float  # time.monotonic() of the pass
     children: dict[int, list[int]]
     rss: dict[int, int]
 
     @classmethod
-    def read(cls) -> ProcessTable:
+    def read(cls, roots: Iterable[int]) -> ProcessTable:
+        """The trees under ``roots`` (compiles, steps), walked through each process's own /proc
+        children files (:mod:`.process_tree`), not the machine's every process: a root that is
+        gone holds 0."""
+        if not children_files():
+            return cls._read_all()
+        taken = time.monotonic()
+        tree: dict[int, list[int]] = {}
+        rss: dict[int, int] = {}
+        todo = list(roots)
+        while todo:
+            pid = todo.pop()
+            if pid in rss:
+                continue
+            rss[pid] = _rss(pid)
+            tree[pid] = children(pid) or []
+            todo += tree[pid]
+        return cls(taken, tree, rss)
+
+    @classmethod
+    def _read_all(cls) -> ProcessTable:
+        """Every process of the machine, through psutil (a kernel without children files)."""
         import psutil
 
         taken = time.monotonic()
@@ -74,3 +98,15 @@ class ProcessTable:
             total += self.rss.get(child, 0)
             stack.extend(self.children.get(child, ()))
         return total
+
+
+def _rss(pid: int) -> int:
+    """``pid``'s resident set in bytes (/proc/PID/statm, as psutil reads it); 0 where it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as handle:
+            return int(handle.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")

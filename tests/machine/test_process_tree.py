@@ -37,3 +37,25 @@ def test_children_are_psutils_and_a_zombie_is_not_running():
             os.kill(pid, 9)
         parent.wait()
     assert children(parent.pid) is None and not running(parent.pid)
+
+
+def test_a_trees_rss_is_read_from_its_own_processes_as_psutil_reads_it():
+    """fast_nvcc.machine.memory_observation: while memory is tight, what each compile's steps
+    hold is their trees' RSS, walked from the trees' roots (not the machine's every process)."""
+    from fast_nvcc.machine.memory_observation import ProcessTable
+
+    tree = subprocess.Popen(["sh", "-c", "sleep 30 & (sleep 30 & wait) & wait"], process_group=0)
+    try:
+        deadline = time.monotonic() + 10
+        while len(psutil.Process(tree.pid).children(recursive=True)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        processes = [psutil.Process(tree.pid), *psutil.Process(tree.pid).children(recursive=True)]
+        assert len(processes) == 4  # sh, sleep, sh, sleep
+        table = ProcessTable.read([tree.pid, 999_999_999])  # and a root that is gone
+        assert table.tree(tree.pid, itself=True) == sum(p.memory_info().rss for p in processes)
+        assert table.tree(tree.pid, itself=False) == sum(p.memory_info().rss for p in processes[1:])
+        assert set(table.rss) == {p.pid for p in processes} | {999_999_999}
+        assert table.rss[999_999_999] == 0
+    finally:
+        os.killpg(tree.pid, 9)
+        tree.wait()
