@@ -106,6 +106,7 @@ class CompileRecord:
     pool: int | None = None  # the log's "jobs": its job bound, the usable cores unless -j set it
     device_trace: tuple[str, str] | None = None  # (sidecar file, record id) of --device-trace
     device: tuple[ToolCosts, ...] = ()
+    own_cpu: float | None = None  # fast_nvcc's own cpu seconds (start-up, scheduling), beside its steps'
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,7 @@ class AnalysisJson(TypedDict):
     max_concurrency: int
     wall_seconds: float
     job_seconds: float
+    fast_nvcc_own_cpu_seconds: float | None
     parallelism: float
     parallelism_share: float
     bound: dict[str, float]
@@ -72,6 +73,8 @@ class AnalysisJson(TypedDict):
 
 def json_report(a: Analysis) -> AnalysisJson:
     build = a.build
+    # fast_nvcc's own cpu (its start-up and scheduling), summed over the records that tell it
+    own_cpu = [r.own_cpu for r in build.records if r.own_cpu is not None]
     what_if = None
     if a.what_if is not None:
         what_if = {
@@ -100,6 +103,7 @@ def json_report(a: Analysis) -> AnalysisJson:
         "max_concurrency": a.max_concurrency,
         "wall_seconds": _r(a.wall),
         "job_seconds": _r(a.job_seconds),
+        "fast_nvcc_own_cpu_seconds": None if not own_cpu else _r(sum(own_cpu)),
         "parallelism": _r(a.parallelism),
         "parallelism_share": _r(a.parallelism / a.slots),
         "bound": {"lower_seconds": _r(a.bound.lower), "upper_seconds": _r(a.bound.upper)},

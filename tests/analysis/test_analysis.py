@@ -880,6 +880,25 @@ def test_the_floor_counts_a_compiles_own_path_not_its_waits_and_stops(tmp_path, 
     assert v.floor == 150.0
 
 
+def test_the_report_says_what_fast_nvcc_itself_spent_beside_its_steps(tmp_path, capsys):
+    """Item 5 of issue 39: a build's cpu, not only its wall.  FAST_NVCC_LOG's own_cpu_seconds
+    (fast_nvcc's start-up and scheduling) is summed, as a share of the steps' cpu work, in the
+    text and the JSON; where no record tells it (an older log), neither says anything."""
+    records = [log_record(1000.0, 100.0, [f"/b/o{i}.o"], [("cicc", "cicc", "compute_90", 0.0, 100.0)]) for i in range(4)]
+    for i, record in enumerate(records):
+        record["own_cpu_seconds"] = 0.5 + i  # 8 s in all, of 400 s of steps' cpu
+    code, out, _ = run_main(capsys, write_jsonl(tmp_path / "log.jsonl", records), "-j", "4")
+    assert code == 0 and "fast_nvcc's own cpu    8.00 s over 4 compiles (2.0% of the cpu work)" in out
+    code, out, _ = run_main(capsys, tmp_path / "log.jsonl", "-j", "4", "--format", "json")
+    assert json.loads(out)["fast_nvcc_own_cpu_seconds"] == 8.0
+    for record in records:
+        del record["own_cpu_seconds"]
+    code, out, _ = run_main(capsys, write_jsonl(tmp_path / "old.jsonl", records), "-j", "4")
+    assert "own cpu" not in out
+    code, out, _ = run_main(capsys, tmp_path / "old.jsonl", "-j", "4", "--format", "json")
+    assert json.loads(out)["fast_nvcc_own_cpu_seconds"] is None
+
+
 def test_a_split_step_held_to_one_core_is_split_not_the_unsplit_cpu_it_is_compared_with(tmp_path):
     """A split step the build never gave a second core ran split all the same (its threads, its
     extra work): its compile is already split, and its cpu is not the unsplit cpu that a split
