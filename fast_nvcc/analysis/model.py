@@ -10,6 +10,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 
 from .advice import advise
 from .bound import wall_bound
@@ -25,6 +26,7 @@ from .records import (
     LongPole,
     PhaseTotal,
     ProfileRow,
+    Step,
     WhatIf,
     WhatIfRule,
 )
@@ -72,7 +74,8 @@ def analyze(
         job_seconds=sum(durations),
         bound=wall_bound(durations, slots=used_slots),
         interval=step,
-        profile=tuple(sample_profile(starts, ends, interval=step)),
+        profile=with_cores(tuple(sample_profile(starts, ends, interval=step)), jobs, origin=starts[0],
+                           end=ends[-1], interval=step),
         long_poles=tuple(find_long_poles(jobs, slots=used_slots, top=top)),
         what_if=what_if_result,
         phases=sum_phases(build.records, by_arch=False),
@@ -139,6 +142,51 @@ def sample_profile(
         until = min(t + interval, last)
         mean = (busy(until) - busy(t)) / (until - t) if until > t else float(running(t))
         yield ProfileRow(t - origin, running(t), mean)
+
+
+def with_cores(profile: Sequence[ProfileRow], jobs: Sequence[Job], *, origin: float, end: float,
+               interval: float) -> tuple[ProfileRow, ...]:  # fmt: skip
+    """``profile`` with the cores busy on average in each row's span: each fast_nvcc step's cpu
+    seconds spread evenly over its run (a split step's threads over all of it), a job without
+    a log one core while it runs.  Unchanged where no job has a fast_nvcc log."""
+    if not any(job.record is not None for job in jobs):
+        return tuple(profile)
+    busy = [0.0] * len(profile)
+
+    def spread(start: float, stop: float, cpu: float) -> None:
+        if stop <= start:
+            return
+        rate = cpu / (stop - start)
+        for row in range(max(0, int((start - origin) / interval)), min(len(busy), int((stop - origin) / interval) + 1)):
+            low, high = max(start, origin + row * interval), min(stop, origin + (row + 1) * interval)
+            if high > low:
+                busy[row] += rate * (high - low)
+
+    for job in jobs:
+        if job.record is None:
+            spread(job.start, job.end, job.seconds)
+            continue
+        base = job.start + job.steps_origin
+        for s in job.record.steps:
+            if s.start is None or s.end is None or not s.cpu_seconds:
+                continue
+            for start, stop, cpu in _by_cores(s) if s.cores_at else ((s.start, s.end, s.cpu_seconds),):
+                spread(base + start, base + stop, cpu)
+    spans = [min(origin + (i + 1) * interval, end) - (origin + i * interval) for i in range(len(profile))]
+    return tuple(replace(row, cores=busy[i] / spans[i] if spans[i] > 0 else 0.0) for i, row in enumerate(profile))
+
+
+def _by_cores(step: Step) -> list[tuple[float, float, float]]:
+    """A step's cpu seconds over its run: a split step's by the cores it held in each span
+    (its ``cores_at``), any other step's evenly."""
+    assert step.start is not None and step.end is not None and step.cpu_seconds
+    changes = [(max(step.start, when), cores) for when, cores in step.cores_at if when < step.end]
+    spans = [(when, nxt, cores) for (when, cores), (nxt, _) in zip(changes, [*changes[1:], (step.end, 0)])
+             if nxt > when]  # fmt: skip
+    held = sum((nxt - when) * cores for when, nxt, cores in spans)
+    if held <= 0:
+        return [(step.start, step.end, step.cpu_seconds)]
+    return [(when, nxt, step.cpu_seconds * (nxt - when) * cores / held) for when, nxt, cores in spans]
 
 
 def _prefix_sums(values: Sequence[float]) -> list[float]:

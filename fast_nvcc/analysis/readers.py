@@ -173,6 +173,7 @@ def record_of(data: dict[str, Any]) -> CompileRecord:
             serial_seconds=_float_or_none(step.get("serial_seconds")),
             critical=bool(step.get("critical", False)),
             wait=_float_or_none(step.get("wait")) or 0.0,
+            cores_at=tuple((float(when), int(cores)) for when, cores in step.get("cores_at") or ()),
         )
         for step in data.get("steps") or ()
     )

@@ -54,6 +54,7 @@ class Step:
     serial_seconds: float | None = None  # ... and how long its threads ran one at a time (None: an older log)
     critical: bool = False  # on its compile's critical path, as the run saw it (the steps that ended last)
     wait: float = 0.0  # seconds it was ready before it started (waiting for a core, a slot, memory)
+    cores_at: tuple[tuple[float, int], ...] = ()  # a split step: (when, cores held) at each change
 
     @property
     def running(self) -> float:
@@ -179,6 +180,7 @@ class ProfileRow:
     time: float  # seconds from the start of the build
     running: int  # jobs running at that instant
     mean: float  # jobs running on average until the next row
+    cores: float | None = None  # cores busy on average until the next row (None: no fast_nvcc log)
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,17 +154,20 @@ def _change_line(v: Advice) -> str:
 
 def _concurrency_table(a: Analysis) -> Table:
     scale = 40 / max(a.slots, a.max_concurrency, 1)
+    cores = a.profile[0].cores is not None if a.profile else False
     rows = []
     for first, last in _runs(a.profile):
         end = min(last.time + a.interval, a.wall)
         when = f"{first.time:.2f}" if first is last else f"{first.time:.2f}-{end:.2f}"
-        rows.append((when, str(first.running), f"{first.mean:.1f}", "#" * round(first.running * scale)))
+        busy = (f"{first.cores:.1f}",) if cores else ()
+        rows.append((when, str(first.running), f"{first.mean:.1f}", *busy, "#" * round(first.running * scale)))
     return Table(
         f"concurrency (jobs running at each instant, every {a.interval:g} s, and the mean until the next;"
-        " a span of instants alike is one row)",
-        ("t (s)", "running", "mean", ""),
+        + (" cores: busy on average until the next, the steps' cpu spread over their runs;" if cores else "")
+        + " a span of instants alike is one row)",
+        ("t (s)", "running", "mean", *(("cores",) if cores else ()), ""),
         tuple(rows),
-        "rrrl",
+        "rrrrl" if cores else "rrrl",
     )
 
 
@@ -178,7 +181,8 @@ def _runs(profile: Sequence[ProfileRow]) -> Iterator[tuple[ProfileRow, ProfileRo
 
 
 def _alike(row: ProfileRow, other: ProfileRow) -> bool:
-    return row.running == other.running and f"{row.mean:.1f}" == f"{other.mean:.1f}"
+    return row.running == other.running and f"{row.mean:.1f}" == f"{other.mean:.1f}" \
+        and f"{row.cores or 0:.1f}" == f"{other.cores or 0:.1f}"
 
 
 def _long_poles_table(a: Analysis) -> Table:

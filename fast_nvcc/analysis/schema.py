@@ -73,8 +73,7 @@ class AnalysisJson(TypedDict):
 
 def json_report(a: Analysis) -> AnalysisJson:
     build = a.build
-    # fast_nvcc's own cpu (its start-up and scheduling), summed over the records that tell it
-    own_cpu = [r.own_cpu for r in build.records if r.own_cpu is not None]
+    own_cpu = [r.own_cpu for r in build.records if r.own_cpu is not None]  # fast_nvcc's own, where told
     what_if = None
     if a.what_if is not None:
         what_if = {
@@ -103,14 +102,15 @@ def json_report(a: Analysis) -> AnalysisJson:
         "max_concurrency": a.max_concurrency,
         "wall_seconds": _r(a.wall),
         "job_seconds": _r(a.job_seconds),
-        "fast_nvcc_own_cpu_seconds": None if not own_cpu else _r(sum(own_cpu)),
+        "fast_nvcc_own_cpu_seconds": _r_or_none(sum(own_cpu) if own_cpu else None),
         "parallelism": _r(a.parallelism),
         "parallelism_share": _r(a.parallelism / a.slots),
         "bound": {"lower_seconds": _r(a.bound.lower), "upper_seconds": _r(a.bound.upper)},
         "profile": {
             "interval_seconds": a.interval,
             "rows": [
-                {"time": _r(r.time), "running": r.running, "mean": _r(r.mean)} for r in a.profile
+                {"time": _r(r.time), "running": r.running, "mean": _r(r.mean), "cores": _r_or_none(r.cores)}
+                for r in a.profile
             ],
         },
         "long_poles": [
@@ -225,3 +225,7 @@ def _compile_json(job: Job) -> CompileJson:
 
 def _r(value: float) -> float:
     return round(value, 6)
+
+
+def _r_or_none(value: float | None) -> float | None:
+    return None if value is None else _r(value)

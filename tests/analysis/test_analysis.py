@@ -899,6 +899,27 @@ def test_the_report_says_what_fast_nvcc_itself_spent_beside_its_steps(tmp_path, 
     assert json.loads(out)["fast_nvcc_own_cpu_seconds"] is None
 
 
+def test_the_concurrency_table_says_how_many_cores_were_busy(tmp_path, capsys):
+    """Issue 39, item 1: the busy cores over time from FAST_NVCC_LOG.  Each step's cpu is spread
+    over its run, a split step's by the cores it held (its cores_at): here a split cicc of 40 s
+    of cpu on 1 core for 10 s then 3 cores for 10 s, beside a 20 s step of 10 s of cpu (half a
+    core all along)."""
+    split = log_record(1000.0, 20.0, ["/b/split.o"], [("cicc", "cicc", "compute_90", 0.0, 20.0)])
+    split["steps"][0].update(cpu_seconds=40.0, cores=3, cores_at=[[0.0, 1], [10.0, 3]])
+    half = log_record(1000.0, 20.0, ["/b/half.o"], [("cicc", "cicc", "compute_90", 0.0, 20.0)])
+    half["steps"][0]["cpu_seconds"] = 10.0
+    build = load_build([str(write_jsonl(tmp_path / "log.jsonl", [split, half]))])
+    rows = analyze(build, slots=4, interval=10).profile
+    assert [r.cores for r in rows] == [pytest.approx(1.0 + 0.5), pytest.approx(3.0 + 0.5)]
+    _, out, _ = run_main(capsys, tmp_path / "log.jsonl", "-j", "4", "--interval", "10", "--format", "json")
+    assert [r["cores"] for r in json.loads(out)["profile"]["rows"]] == [1.5, 3.5]
+    _, out, _ = run_main(capsys, tmp_path / "log.jsonl", "-j", "4", "--interval", "10")
+    assert "cores: busy on average" in out and "  3.5  " in out
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / ".ninja_log").write_text(ninja_log([(0, 20000, "a.o")]))  # no fast_nvcc log: no cores
+    assert all(r.cores is None for r in analyze(load_build([str(tmp_path / "build")])).profile)
+
+
 def test_a_split_step_held_to_one_core_is_split_not_the_unsplit_cpu_it_is_compared_with(tmp_path):
     """A split step the build never gave a second core ran split all the same (its threads, its
     extra work): its compile is already split, and its cpu is not the unsplit cpu that a split
