@@ -170,7 +170,7 @@ def with_cores(profile: Sequence[ProfileRow], jobs: Sequence[Job], *, origin: fl
         for s in job.record.steps:
             if s.start is None or s.end is None or not s.cpu_seconds:
                 continue
-            for start, stop, cpu in _by_cores(s) if s.cores_at else ((s.start, s.end, s.cpu_seconds),):
+            for start, stop, cpu in _by_cores(s) if s.cores_at or s.stops else ((s.start, s.end, s.cpu_seconds),):
                 spread(base + start, base + stop, cpu)
     spans = [min(origin + (i + 1) * interval, end) - (origin + i * interval) for i in range(len(profile))]
     return tuple(replace(row, cores=busy[i] / spans[i] if spans[i] > 0 else 0.0) for i, row in enumerate(profile))
@@ -178,9 +178,12 @@ def with_cores(profile: Sequence[ProfileRow], jobs: Sequence[Job], *, origin: fl
 
 def _by_cores(step: Step) -> list[tuple[float, float, float]]:
     """A step's cpu seconds over its run: a split step's by the cores it held in each span
-    (its ``cores_at``), any other step's evenly."""
+    (its ``cores_at``), any other step's evenly, none while it was stopped (its ``stops``)."""
     assert step.start is not None and step.end is not None and step.cpu_seconds
-    changes = [(max(step.start, when), cores) for when, cores in step.cores_at if when < step.end]
+    changes = [(max(step.start, when), cores) for when, cores in step.cores_at if when < step.end] or [(step.start, 1)]
+    for since, until in step.stops:  # no core while stopped, its cores again after
+        held = max((c for when, c in changes if when <= since), default=1)
+        changes = sorted([*((w, c) for w, c in changes if not since <= w < until), (since, 0), (until, held)])
     spans = [(when, nxt, cores) for (when, cores), (nxt, _) in zip(changes, [*changes[1:], (step.end, 0)])
              if nxt > when]  # fmt: skip
     held = sum((nxt - when) * cores for when, nxt, cores in spans)

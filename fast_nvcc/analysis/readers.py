@@ -174,6 +174,7 @@ def record_of(data: dict[str, Any]) -> CompileRecord:
             critical=bool(step.get("critical", False)),
             wait=_float_or_none(step.get("wait")) or 0.0,
             cores_at=tuple((float(when), int(cores)) for when, cores in step.get("cores_at") or ()),
+            stops=tuple((float(since), float(until)) for since, until in step.get("stops_at") or ()),
         )
         for step in data.get("steps") or ()
     )

@@ -55,6 +55,7 @@ class Step:
     critical: bool = False  # on its compile's critical path, as the run saw it (the steps that ended last)
     wait: float = 0.0  # seconds it was ready before it started (waiting for a core, a slot, memory)
     cores_at: tuple[tuple[float, int], ...] = ()  # a split step: (when, cores held) at each change
+    stops: tuple[tuple[float, float], ...] = ()  # (from, to) of each stop (for a split step, for memory)
 
     @property
     def running(self) -> float:

@@ -149,7 +149,7 @@ class Holdings:
 
     def _unpause(self, task_id: int) -> None:
         """``task_id`` is no longer stopped for a split step: its time stopped is counted."""
-        self.records[task_id].yielded += self.now() - self.paused.pop(task_id)
+        self.records[task_id].stopped_from(self.paused.pop(task_id), self.now())
         self.slots.paused -= 1
 
     def give_back(self, task: Task) -> None:
@@ -269,7 +269,7 @@ class Holdings:
         if what == "stop":
             self.memory_paused[task_id] = self.now()
         elif task_id in self.memory_paused:
-            self.records[task_id].memory_stopped += self.now() - self.memory_paused.pop(task_id)
+            self.records[task_id].stopped_from(self.memory_paused.pop(task_id), self.now(), memory=True)
         if what == "evict":
             self.records[task_id].memory_evicted = True
 

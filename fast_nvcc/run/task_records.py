@@ -49,6 +49,7 @@ class Record:
     # how many times, and for how many seconds in all.
     yields: int = 0
     yielded: float = 0.0
+    stops: list[tuple[float, float]] = field(default_factory=list)  # (from, to) of each stop, either kind
     memory_evicted: bool = False  # stopped, then killed to make room for an older step; run again
     oom_rerun: bool = False  # killed for memory (fast_nvcc.machine.memory) and run again first
     dropped: bool = False  # an optional task that never started, was stopped, or did not help
@@ -70,6 +71,7 @@ class Record:
         self.start = self.end = self.returncode = None
         self.memory_stopped = self.yielded = 0.0  # of the run that counts
         self.yields = 0
+        self.stops.clear()
         self.state = State.SKIPPED
 
     @property
@@ -82,6 +84,15 @@ class Record:
         if self.start is None or self.end is None:
             return 0.0
         return self.end - self.start
+
+    def stopped_from(self, since: float, until: float, *, memory: bool = False) -> None:
+        """A stop of its run ended: from ``since`` to ``until``, seconds into the run; for lack
+        of ``memory``, else for a split step."""
+        if memory:
+            self.memory_stopped += until - since
+        else:
+            self.yielded += until - since
+        self.stops.append((since, until))
 
     @property
     def stopped(self) -> float:

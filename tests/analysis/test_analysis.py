@@ -915,6 +915,11 @@ def test_the_concurrency_table_says_how_many_cores_were_busy(tmp_path, capsys):
     assert [r["cores"] for r in json.loads(out)["profile"]["rows"]] == [1.5, 3.5]
     _, out, _ = run_main(capsys, tmp_path / "log.jsonl", "-j", "4", "--interval", "10")
     assert "cores: busy on average" in out and "  3.5  " in out
+    stopped = log_record(1000.0, 20.0, ["/b/stopped.o"], [("cc1plus", "host-compile", None, 0.0, 20.0)])
+    stopped["steps"][0].update(cpu_seconds=10.0, yielded=10.0, stops_at=[[10.0, 20.0]])  # ran 0-10 s only
+    build = load_build([str(write_jsonl(tmp_path / "stops.jsonl", [split, half, stopped]))])
+    rows = analyze(build, slots=4, interval=10).profile
+    assert [r.cores for r in rows] == [pytest.approx(1.0 + 0.5 + 1.0), pytest.approx(3.0 + 0.5)]
     (tmp_path / "build").mkdir()
     (tmp_path / "build" / ".ninja_log").write_text(ninja_log([(0, 20000, "a.o")]))  # no fast_nvcc log: no cores
     assert all(r.cores is None for r in analyze(load_build([str(tmp_path / "build")])).profile)

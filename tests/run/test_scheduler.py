@@ -6,6 +6,7 @@ import threading
 import time
 
 import psutil
+import pytest
 
 from fast_nvcc.graph.paths import priorities
 from fast_nvcc.graph.tasks import Action, Dag, Task
@@ -412,10 +413,22 @@ def test_a_step_with_slack_stops_to_give_its_core_to_a_split_step_and_goes_on_af
     it wanted 16, held by host compiles that ended long before their ciccs.  Here the host
     compile (path 10 s) stops as the cicc's two threads want two cores (its path 100 s), the
     cicc widens onto its slot, and the host compile goes on once the threads end."""
-    cicc, host = _yield_run(tmp_path, host_rank=10.0).records
+    from fast_nvcc.report.log import log_record
+    from fast_nvcc.report.run_report import build_report
+
+    result = _yield_run(tmp_path, host_rank=10.0)
+    cicc, host = result.records
     assert cicc.cores == 2  # with the host compile's slot: the pool has two
     assert host.yields >= 1 and host.yielded > 0.5  # stopped while the threads ran
     assert host.state is State.DONE  # and went on to its end (its output is there)
+    # each stop, within its run, adding up to its time stopped, as FAST_NVCC_LOG's stops_at has it
+    assert len(host.stops) == host.yields and sum(b - a for a, b in host.stops) == pytest.approx(host.yielded)
+    assert all(host.start <= a < b <= host.end for a, b in host.stops)
+    dag = Dag(tuple(sh_task(i, "true") for i in range(2)), (frozenset(), frozenset()))
+    report = build_report(dag, result.records, wall_seconds=result.wall_seconds, exit_code=0, jobs=2)
+    logged = log_record(nvcc="nvcc", args=[], cwd="/", sources=[], outputs=[], exit_code=0, wall_seconds=1.0,
+                        started=0.0, mode="graph", report=report)["steps"][1]  # fmt: skip
+    assert logged["stops_at"] == [[round(a, 6), round(b, 6)] for a, b in host.stops]
 
 
 def test_a_stopped_step_goes_on_as_the_split_step_nears_its_end(tmp_path):
