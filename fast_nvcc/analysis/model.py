@@ -147,8 +147,8 @@ def sample_profile(
 def with_cores(profile: Sequence[ProfileRow], jobs: Sequence[Job], *, origin: float, end: float,
                interval: float) -> tuple[ProfileRow, ...]:  # fmt: skip
     """``profile`` with the cores busy on average in each row's span: each fast_nvcc step's cpu
-    seconds spread evenly over its run (a split step's threads over all of it), a job without
-    a log one core while it runs.  Unchanged where no job has a fast_nvcc log."""
+    seconds spread over its run (:func:`_cpu_spans`), a job without a log one core while it
+    runs.  Unchanged where no job has a fast_nvcc log."""
     if not any(job.record is not None for job in jobs):
         return tuple(profile)
     busy = [0.0] * len(profile)
@@ -170,26 +170,27 @@ def with_cores(profile: Sequence[ProfileRow], jobs: Sequence[Job], *, origin: fl
         for s in job.record.steps:
             if s.start is None or s.end is None or not s.cpu_seconds:
                 continue
-            for start, stop, cpu in _by_cores(s) if s.cores_at or s.stops else ((s.start, s.end, s.cpu_seconds),):
+            for start, stop, cpu in _cpu_spans(s, s.start, s.end, s.cpu_seconds):
                 spread(base + start, base + stop, cpu)
     spans = [min(origin + (i + 1) * interval, end) - (origin + i * interval) for i in range(len(profile))]
     return tuple(replace(row, cores=busy[i] / spans[i] if spans[i] > 0 else 0.0) for i, row in enumerate(profile))
 
 
-def _by_cores(step: Step) -> list[tuple[float, float, float]]:
-    """A step's cpu seconds over its run: a split step's by the cores it held in each span
-    (its ``cores_at``), any other step's evenly, none while it was stopped (its ``stops``)."""
-    assert step.start is not None and step.end is not None and step.cpu_seconds
-    changes = [(max(step.start, when), cores) for when, cores in step.cores_at if when < step.end] or [(step.start, 1)]
-    for since, until in step.stops:  # no core while stopped, its cores again after
-        held = max((c for when, c in changes if when <= since), default=1)
+def _cpu_spans(step: Step, start: float, end: float, cpu: float) -> list[tuple[float, float, float]]:
+    """A step's ``cpu`` seconds over its run from ``start`` to ``end``, as (from, to, cpu) spans:
+    a split step's by the cores it held in each (its ``cores_at``), any other step's evenly, none
+    while it was stopped (its ``stops``)."""
+    if not step.cores_at and not step.stops:
+        return [(start, end, cpu)]
+    changes = [(max(start, when), cores) for when, cores in step.cores_at if when < end] or [(start, 1)]
+    for since, until in step.stops:  # no core while stopped, the cores it held again after
+        held = next((c for when, c in reversed(changes) if when <= since), 1)
         changes = sorted([*((w, c) for w, c in changes if not since <= w < until), (since, 0), (until, held)])
-    spans = [(when, nxt, cores) for (when, cores), (nxt, _) in zip(changes, [*changes[1:], (step.end, 0)])
-             if nxt > when]  # fmt: skip
+    spans = [(when, nxt, cores) for (when, cores), (nxt, _) in zip(changes, [*changes[1:], (end, 0)]) if nxt > when]
     held = sum((nxt - when) * cores for when, nxt, cores in spans)
     if held <= 0:
-        return [(step.start, step.end, step.cpu_seconds)]
-    return [(when, nxt, step.cpu_seconds * (nxt - when) * cores / held) for when, nxt, cores in spans]
+        return [(start, end, cpu)]
+    return [(when, nxt, cpu * (nxt - when) * cores / held) for when, nxt, cores in spans]
 
 
 def _prefix_sums(values: Sequence[float]) -> list[float]:
