@@ -920,6 +920,11 @@ def test_the_concurrency_table_says_how_many_cores_were_busy(tmp_path, capsys):
     build = load_build([str(write_jsonl(tmp_path / "stops.jsonl", [split, half, stopped]))])
     rows = analyze(build, slots=4, interval=10).profile
     assert [r.cores for r in rows] == [pytest.approx(1.0 + 0.5 + 1.0), pytest.approx(3.0 + 0.5)]
+    # a split step stopped for memory after it narrowed: the core it held then, once it goes on
+    narrowed = log_record(1000.0, 20.0, ["/b/narrowed.o"], [("cicc", "cicc", "compute_90", 0.0, 20.0)])
+    narrowed["steps"][0].update(cpu_seconds=20.0, cores=3, cores_at=[[0.0, 3], [5.0, 1]], stops_at=[[10.0, 15.0]])
+    rows = analyze(load_build([str(write_jsonl(tmp_path / "narrowed.jsonl", [narrowed]))]), slots=4, interval=10).profile
+    assert [r.cores for r in rows] == [pytest.approx(20 * 20 / 25 / 10), pytest.approx(20 * 5 / 25 / 10)]
     (tmp_path / "build").mkdir()
     (tmp_path / "build" / ".ninja_log").write_text(ninja_log([(0, 20000, "a.o")]))  # no fast_nvcc log: no cores
     assert all(r.cores is None for r in analyze(load_build([str(tmp_path / "build")])).profile)
