@@ -44,10 +44,16 @@ def children(pid: int) -> list[int] | None:
 
 def running(pid: int) -> bool:
     """Is ``pid`` a live process, not a zombie its parent has yet to reap?"""
+    return state(f"/proc/{pid}/stat") not in (b"Z", b"X", b"")
+
+
+def state(stat_path: str) -> bytes:
+    """The state letter of a process or thread (``/proc/PID/stat``, ``/proc/PID/task/TID/stat``):
+    R running or waiting for a core, S, D, Z, ...; b"" where it is gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
+        with open(stat_path, "rb") as handle:
             stat = handle.read()
     except OSError:
-        return False
+        return b""
     # The state follows the command name, which may hold spaces and parentheses.
-    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X", b"")
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 
 from ..machine.cpus import usable_cpus
 from ..machine.pool_files import SlotLocks
-from ..machine.process_tree import children_files
+from ..machine.process_tree import children_files, state
 
 if TYPE_CHECKING:
     from .admission import Admission
@@ -325,17 +325,7 @@ def runnable_threads(pid: int) -> int | None:
     threads = _tree_threads(pid)
     if threads is None:
         return None
-    count = 0
-    for process, tid in threads:
-        try:
-            with open(f"/proc/{process}/task/{tid}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        # The state follows the command name, which may hold spaces and parentheses.
-        if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"R":
-            count += 1
-    return count
+    return sum(1 for process, tid in threads if state(f"/proc/{process}/task/{tid}/stat") == b"R")
 
 
 def hold(pid: int, cpus: frozenset[int]) -> None:
