@@ -161,6 +161,13 @@ class Build:
     def records(self) -> tuple[CompileRecord, ...]:
         return tuple(job.record for job in self.jobs if job.record is not None)
 
+    @property
+    def own_cpu(self) -> tuple[float, int] | None:
+        """What the fast_nvcc processes themselves spent (start-up, scheduling), summed, and over
+        how many compiles; None where no record tells it (an older log)."""
+        told = [r.own_cpu for r in self.records if r.own_cpu is not None]
+        return (sum(told), len(told)) if told else None
+
 
 @dataclass(frozen=True, slots=True)
 class WhatIfRule:

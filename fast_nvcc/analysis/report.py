@@ -13,7 +13,6 @@ from .records import (
     Advice,
     Analysis,
     Build,
-    CompileRecord,
     FailedGuess,
     Job,
     PhaseTotal,
@@ -89,7 +88,7 @@ def _measures_table(a: Analysis) -> Table:
         rows += [
             ("floor", f"{_seconds(v.floor)} = {_floor_terms(v)}: no order of the work ends sooner"),
             ("above the floor", _above_floor(a.wall, v.floor)),
-            *([("fast_nvcc's own cpu", _own_cpu_line(a.build.records, v.work))] if _own_cpu(a.build.records) else []),
+            *([("fast_nvcc's own cpu", _own_cpu_line(own, v.work))] if (own := a.build.own_cpu) else []),
             ("what to change", _change_line(v)),
         ]  # fmt: skip
     worst = a.bound.upper
@@ -114,14 +113,8 @@ def _floor_terms(v: Advice) -> str:
             f" = {_seconds(v.share)})")  # fmt: skip
 
 
-def _own_cpu(records: Sequence[CompileRecord]) -> float | None:
-    """What the fast_nvcc processes themselves spent (None: no record says)."""
-    told = [r.own_cpu for r in records if r.own_cpu is not None]
-    return sum(told) if told else None
-
-
-def _own_cpu_line(records: Sequence[CompileRecord], work: float) -> str:
-    own, compiles = _own_cpu(records) or 0.0, sum(1 for r in records if r.own_cpu is not None)
+def _own_cpu_line(own_cpu: tuple[float, int], work: float) -> str:
+    own, compiles = own_cpu
     return (f"{_seconds(own)} over {_plural(compiles, 'compile')} ({own / work:.1%} of the cpu work): its start-up"
             " and scheduling, on the cores beside the steps (not in the floor's work)") if work > 0 else _seconds(own)
 

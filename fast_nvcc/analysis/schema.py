@@ -73,7 +73,6 @@ class AnalysisJson(TypedDict):
 
 def json_report(a: Analysis) -> AnalysisJson:
     build = a.build
-    own_cpu = [r.own_cpu for r in build.records if r.own_cpu is not None]  # fast_nvcc's own, where told
     what_if = None
     if a.what_if is not None:
         what_if = {
@@ -102,7 +101,7 @@ def json_report(a: Analysis) -> AnalysisJson:
         "max_concurrency": a.max_concurrency,
         "wall_seconds": _r(a.wall),
         "job_seconds": _r(a.job_seconds),
-        "fast_nvcc_own_cpu_seconds": _r_or_none(sum(own_cpu) if own_cpu else None),
+        "fast_nvcc_own_cpu_seconds": None if (own := build.own_cpu) is None else _r(own[0]),
         "parallelism": _r(a.parallelism),
         "parallelism_share": _r(a.parallelism / a.slots),
         "bound": {"lower_seconds": _r(a.bound.lower), "upper_seconds": _r(a.bound.upper)},
