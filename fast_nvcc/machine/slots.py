@@ -88,17 +88,19 @@ class Slots:
     # while one is, the compile asks by rank, never for a first step.
     paused = 0
 
-    def ask_core(self, rank: float | None) -> None:
+    def ask_core(self, rank: float | None, *, stop: float | None = None) -> None:
         """A split step of this compile waits for a core at ``rank`` (:attr:`Grant.asking
-        <fast_nvcc.run.core_grants.Grant.asking>`); None: none waits now."""
+        <fast_nvcc.run.core_grants.Grant.asking>`); None: none waits now.  ``stop``: the rank
+        at which one that a running step may stop for waits (yielding.STOPS_FOR)."""
 
     def tell_slack(self, rank: float | None) -> None:
         """The lowest rank of this compile's running steps that could give their core to a
         split step (:mod:`fast_nvcc.run.yielding`); None: none could."""
 
     def yield_to(self) -> tuple[float | None, float | None]:
-        """The best rank a split step of the machine waits for a core at, and the lowest rank
-        another compile told in :meth:`tell_slack` (None: none).  Only the pool can tell."""
+        """The best rank a split step of the machine waits for a core at, of those a running step
+        may stop for (``stop`` of :meth:`ask_core`), and the lowest rank another compile told in
+        :meth:`tell_slack` (None: none).  Only the pool can tell."""
         return None, None
 
     def release(self, count: int = 1) -> None:
@@ -163,13 +165,10 @@ class PoolSlots(Slots):
                  poles: bool = False) -> None:  # fmt: skip
         super().__init__()
         self.directory = directory
-        # Split steps' cores rank beside first steps (Ask.POLE; FAST_NVCC_SPLIT_EARLY=1): not by
-        # default until a many-core build measures it (docs/scheduling.md).
-        self.poles = poles
+        self.poles = poles  # split steps' cores rank beside first steps (Ask.POLE; FAST_NVCC_SPLIT_EARLY=1)
         self.marks = os.path.join(directory, "marks")
         self.size = max(1, size)
-        # At most a fifth more commands than cores: 3 on 16 cores, none below 5 cores, where a
-        # full ninja usually holds nothing back and over-subscribing costs more (docs/benchmarks.md).
+        # At most a fifth more commands than cores (3 on 16, none below 5: docs/benchmarks.md).
         self.drain_extras = self.size // self.DRAIN_SHARE
         self.description = f"machine-wide pool of {self.size} slots in {directory}"
         self.board = RequestBoard(os.path.join(directory, "requests"))
@@ -177,6 +176,7 @@ class PoolSlots(Slots):
         self.work_left = WorkLeft(os.path.join(directory, "work"))
         self.scales = ScalesTold(os.path.join(directory, "scales"))
         self.asks = Told(os.path.join(directory, "asks"), "a-")
+        self.stop_asks = Told(os.path.join(directory, "asks"), "s-")  # (yielding.STOPS_FOR)
         self.slack = Told(os.path.join(directory, "slack"), "k-")
         self.locks = SlotLocks(directory, self.size)
         self._saturated = saturated  # is the build tool above us full? (looked up when needed)
@@ -220,14 +220,15 @@ class PoolSlots(Slots):
     def peer_scale(self) -> float | None:
         return self.scales.median_of_peers()
 
-    def ask_core(self, rank: float | None) -> None:
+    def ask_core(self, rank: float | None, *, stop: float | None = None) -> None:
         self.asks.tell(rank)
+        self.stop_asks.tell(None if rank is None else stop)
 
     def tell_slack(self, rank: float | None) -> None:
         self.slack.tell(rank)
 
     def yield_to(self) -> tuple[float | None, float | None]:
-        asks = self.asks.values()
+        asks = self.stop_asks.values()
         if not asks:
             return None, None  # the usual case: one listing
         others = self.slack.values(others=True)
@@ -365,7 +366,7 @@ class PoolSlots(Slots):
 
     def close(self) -> None:
         self.release_all()
-        for files in (self.work_left, self.scales, self.asks, self.slack, self.locks):
+        for files in (self.work_left, self.scales, self.asks, self.stop_asks, self.slack, self.locks):
             files.close()
 
 

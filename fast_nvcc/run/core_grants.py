@@ -82,6 +82,7 @@ class Grant:
     # estimates have shown credible: a first build's defaults rank alike the steps that overran
     # them alike, and there its rank stays its path on one core (:func:`concentrating`).
     spread: bool = True
+    stops: bool = True  # may a running step stop for its threads (yielding.STOPS_FOR)?
     serial: float = 0.0  # the share of its time more cores do not shorten (split_option.SERIAL_SHARE)
     locked: set[int] = field(default_factory=set)  # those of ``cores`` we hold an flock on
     again: int = 0  # polls left to hold its threads again (threads made while we held them)
@@ -242,9 +243,10 @@ class Grants:
         thread: our compile ends no sooner (None: none runs; yielding.BuildLeft)."""
         return max((on_cores(g.priority, g.threads, serial=g.serial) for g in self._running.values()), default=None)
 
-    def start(self, task_id: int, threads: int, priority: float, *, serial: float = 0.0) -> frozenset[int]:
+    def start(self, task_id: int, threads: int, priority: float, *, serial: float = 0.0,
+              stops: bool = True) -> frozenset[int]:  # fmt: skip
         """A split step starts: the one core it is held to."""
-        grant = Grant(task_id, threads, priority, serial=serial)
+        grant = Grant(task_id, threads, priority, serial=serial, stops=stops)
         self._running[task_id] = grant
         self._add_core(grant)
         grant.timeline.append((self.now(), 1))
@@ -279,6 +281,7 @@ class Grants:
             if runnable_of is not None:
                 grant.look(runnable_of(grant.task_id), now=self.now())
         changed: list[Grant] = []
+        stopping: float | None = None  # the rank its threads ask a running step to stop at (yielding.STOPS_FOR)
         self.asking = None
         if not self.admission.slots.short_steps_free and time.monotonic() - self._yielded >= self.YIELD_SECONDS:
             self._yielded = time.monotonic()  # (short_steps_free: the pool, which ranks its waiters)
@@ -312,7 +315,8 @@ class Grants:
                     changed.append(order[0])
             if order and self.admission.refused == "slot":  # a running step with slack may give its core (yielding.py)
                 self.asking = order[0].asking
-        self.admission.slots.ask_core(self.asking)
+                stopping = next((g.asking for g in order if g.stops), None)
+        self.admission.slots.ask_core(self.asking, stop=stopping)
         self._pin(changed)
 
     def _pin(self, changed: list[Grant]) -> None:

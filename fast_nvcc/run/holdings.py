@@ -23,7 +23,7 @@ from .niceness import nice_for
 from .processes import Processes
 from .ready_queue import ReadyQueue
 from .task_records import Record, State
-from .yielding import FLOOR, BuildLeft, Candidate, going_on_rank, has_slack, to_stop
+from .yielding import FLOOR, STOPS_FOR, BuildLeft, Candidate, going_on_rank, has_slack, stays_stopped, to_stop
 
 if TYPE_CHECKING:
     from ..machine.memory import MemoryBudget
@@ -49,23 +49,20 @@ class Holdings:
         self.handler_of = handler_of
         self.priority_of = priority_of  # the rank a task asks the shared slots with, before it starts
         self.ready = queue  # ... and once it has run a while (rank_of)
-        # The run's ready queue, where a step stopped for a split step waits to go on (yielding.py):
-        # None where no step stops (FAST_NVCC_YIELD=0, or slots that do not rank their waiters).
+        # Where a step stopped for a split step waits to go on (None: no step stops; yielding.py).
         self.queue = queue if switch(env, "FAST_NVCC_YIELD") and slots.short_steps_free else None
         self.niced = switch(env, "FAST_NVCC_NICE")  # steps of a compile with slack (niceness.py)
         self.now = now
         self.admission = Admission(jobs=max(1, jobs), slots=slots, memory=memory)
         # Steps told -split-compile N run on as many cores as the slots grant them (core_grants).
         self.split = {t.id: n for t in tasks if not t.optional and (n := split_threads(t.step.argv))}
-        # Each split step's serial share, the split model's s (core_grants.on_cores): learned for
-        # its source where it ran split before, else its tool's (nvlink under -dlto: cicc's).
+        # Each split step's serial share (core_grants.on_cores): its source's learned, else its tool's.
         self.serial = {i: learned if i < len(serial) and (learned := serial[i]) is not None
                        else SERIAL_SHARE.get(tasks[i].step.kind.value, SERIAL_SHARE["cicc"]) for i in self.split}  # fmt: skip
         self.grants: Grants | None = None
         self._grants_polled = self._yield_looked = -1.0
-        # Steps stopped to give their cores to split steps (yielding.py): task -> since when.
-        self.paused: dict[int, float] = {}
-        # ... and by the memory guard for lack of memory (fast_nvcc.machine.pressure).
+        # Steps stopped to give their cores to split steps (yielding.py), and by the memory guard
+        self.paused: dict[int, float] = {}  # (fast_nvcc.machine.pressure): task -> since when
         self.memory_paused: dict[int, float] = {}
         # The soonest the build could end, as its compiles told at our last look (yielding.has_slack).
         self.build_left: float | None = None
@@ -109,6 +106,9 @@ class Holdings:
 
     def take(self, task_id: int, *, short: bool) -> bool:
         task, record, handler = self.tasks[task_id], self.records[task_id], self.handler_of(task_id)
+        if task_id in self.paused and stays_stopped(self.rank_of(task_id), best_ask=self.slots.yield_to()[0],
+                                                    build_left=self.build_left):  # fmt: skip
+            return False  # the slot it gave is for the split step that asked (yielding.stays_stopped)
         if handler.takes_slot and not self.admission.reserve(task, self.rank_of(task_id), now=self.now(),
                                                              short=short, memory=task_id not in self.paused):  # fmt: skip
             return False
@@ -130,8 +130,8 @@ class Holdings:
         if record.slot is not None and self.memory is not None:
             record.memory_wait = self.memory.waited(task.id)
         if self.grants is not None and task.id in self.split and handler.takes_slot and handler.capacity is None:
-            cores = self.grants.start(task.id, self.split[task.id], self.priority_of(task.id),
-                                      serial=self.serial[task.id])  # fmt: skip
+            cores = self.grants.start(task.id, self.split[task.id], self.priority_of(task.id), serial=self.serial[task.id],
+                                      stops=task.step.kind.value in STOPS_FOR)  # fmt: skip
             self.processes.pin(task.id, cores)
 
     @property

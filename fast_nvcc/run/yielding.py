@@ -11,6 +11,10 @@ path is much shorter:
 * **Who asks.**  A split step whose runnable threads want more cores than it holds, refused a
   free one, posts its ask on the pool (``asks/``): its remaining path on the cores it holds
   (:attr:`Grant.asking <fast_nvcc.run.core_grants.Grant.asking>`), which falls as it widens.
+  Only a split step that another long step follows (a cicc, whose ptxas comes after) asks a
+  running step to stop (``s-`` beside its ask): a split ptxas is its compile's last long
+  step, and its threads are the work that fills the cores at the build's end, where a step
+  stopped for it would run alone on one core (:data:`STOPS_FOR`).
 * **Who gives.**  Every compile posts the lowest rank among its running steps that could give a
   core (``slack/``): a step that holds a slot of the pool, has :data:`FLOOR` seconds or more
   of its work left, and is not itself split.  The compile that holds the lowest of
@@ -52,6 +56,11 @@ if TYPE_CHECKING:
 # A split step must ask at this many times a running step's path to take its core: near equal
 # paths gain nothing worth a stop, and a first build's ranks are estimates.
 MARGIN = 1.25
+# The split steps a running step stops for: those another long step follows (ReadyQueue.FOLLOWERS).
+# TE's seven learned build (2026-11-29, docs/benchmarks.md round 26) stopped its host compiles
+# for the split ptxas from 115 s, and they went on only as the ptxas ended, at 204-219 s: the
+# build ended at 266 s with 7 host compiles on 16 cores, 1.24 of its cpu floor.
+STOPS_FOR = ("cicc",)
 # A step expected to take less than this ends before a stop would pay (the pool's long steps,
 # ReadyQueue.OVERRUN_FLOOR).
 FLOOR = 2.0
@@ -83,6 +92,17 @@ def going_on_rank(rank: float, *, build_left: float | None) -> float:
     the build's work is done its end nears and the stopped step's slack shrinks, and it takes a
     core back while a quarter of its path is still to spare."""
     return rank if has_slack(rank, build_left=build_left) else max(rank, build_left or 0.0)
+
+
+def stays_stopped(rank: float, *, best_ask: float | None, build_left: float | None) -> bool:
+    """Does a stopped step that asks to go on at ``rank`` (:func:`going_on_rank`) stay stopped
+    though a slot is free?  While a split step of the machine still asks for a core at MARGIN
+    times that rank or more and the step has slack, as when it was stopped (:func:`to_stop`):
+    the slot it gave is the asker's.  Without this the stopped step took its slot back at the
+    next turn, before the split step's grant (polled a tenth of a second apart) could widen
+    onto it, and was stopped again at the next look (TE's seven learned build, 2026-11-29:
+    host compiles stopped 6 to 13 times, most stops ending within a second of the last)."""
+    return best_ask is not None and best_ask >= rank * MARGIN and has_slack(rank, build_left=build_left)
 
 
 def to_stop(candidates: Sequence[Candidate], *, best_ask: float | None,

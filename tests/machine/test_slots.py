@@ -857,11 +857,15 @@ def test_a_split_steps_ask_and_the_lowest_slack_of_another_compile_are_on_the_po
     pool = PoolSlots(str(tmp_path / "pool"), 2)
     assert pool.yield_to() == (None, None)
     pool.tell_slack(5.0)  # its own slack is not another's
-    pool.ask_core(80.0)
+    pool.ask_core(80.0)  # a split step no running step stops for (a ptxas: yielding.STOPS_FOR)
+    assert pool.yield_to() == (None, None)
+    pool.ask_core(80.0, stop=80.0)
     assert pool.yield_to() == (80.0, None)
     other_ask = Told(str(tmp_path / "pool" / "asks"), "a-", owner=os.getpid() + 1)
+    other_stop = Told(str(tmp_path / "pool" / "asks"), "s-", owner=os.getpid() + 1)
     other_slack = Told(str(tmp_path / "pool" / "slack"), "k-", owner=os.getpid() + 1)
     other_ask.tell(120.0)
+    other_stop.tell(120.0)
     other_slack.tell(30.0)
     assert pool.yield_to() == (120.0, 30.0)
     # An extra step leaves the free slot to a split step that asks above it, as to a waiter.
@@ -870,6 +874,7 @@ def test_a_split_steps_ask_and_the_lowest_slack_of_another_compile_are_on_the_po
     assert pool.try_acquire(130.0)
     pool.release()
     other_ask.tell(None)  # it got its core
+    other_stop.tell(None)
     assert pool.yield_to() == (80.0, 30.0)
     assert not pool.try_acquire(50.0)  # its own compile's split step asks above it too
     # ... but its split step's core, asked at 75 s since its rank fell as it ran, is not kept

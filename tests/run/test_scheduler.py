@@ -393,12 +393,13 @@ def test_a_slot_free_as_a_step_ends_goes_to_the_step_its_module_id_check_leads_t
     assert host.start >= ptxas.end
 
 
-def _yield_run(tmp_path, host_rank: float, *, cicc_exit: int = 0, tool_full: bool = False):
+def _yield_run(tmp_path, host_rank: float, *, cicc_exit: int = 0, tool_full: bool = False, kind: Kind = Kind.CICC):
     """One compile on a pool of two slots: a split cicc (two busy threads for a second after
-    0.3 s of one, ranked 100, then exits ``cicc_exit``) and a host compile beside it (busy for
-    2 s, ranked ``host_rank``, after the cicc in nvcc's order)."""
+    0.3 s of one, ranked 100, then exits ``cicc_exit``; ``kind``: a split step of another
+    tool) and a host compile beside it (busy for 2 s, ranked ``host_rank``, after the cicc in
+    nvcc's order)."""
     busy = "timeout 1 sh -c 'while :; do :; done'"
-    tasks = [sh_task(0, f"sleep 0.3; {busy} & {busy} & wait; exit {cicc_exit}", "-split-compile", "2", kind=Kind.CICC),
+    tasks = [sh_task(0, f"sleep 0.3; {busy} & {busy} & wait; exit {cicc_exit}", "-split-compile", "2", kind=kind),
              sh_task(1, "timeout 2 sh -c 'while :; do :; done'; echo host done", kind=Kind.HOST_COMPILE)]  # fmt: skip
     out = io.BytesIO()
     result = _run_on_pool(tmp_path, tasks, ((), ()), size=2, priorities=[100.0, host_rank], work=[50.0, 5.0],
@@ -469,6 +470,23 @@ def test_a_step_whose_path_reaches_the_builds_end_keeps_its_core(tmp_path):
     assert host.yields == 0 and host.yielded == 0.0 and host.state is State.DONE
     # its second thread got a core only as the host compile ended
     assert all(when >= host.end - 0.05 for when, cores in cicc.core_timeline if cores == 2)
+
+
+def test_a_step_stops_once_for_the_split_step_and_does_not_take_back_the_core_it_gave(tmp_path):
+    """TE's seven learned build (2026-11-29): host compiles stopped 6 to 13 times, most stops
+    ending within a second of the last: the stopped step took its slot back at the next turn,
+    before the split step's grant could widen onto it (yielding.stays_stopped)."""
+    cicc, host = _yield_run(tmp_path, host_rank=10.0).records
+    assert cicc.cores == 2 and host.yields == 1
+
+
+def test_a_step_does_not_stop_for_a_split_ptxas(tmp_path):
+    """TE's seven learned build (2026-11-29): host compiles stopped for the split ptxas from
+    115 s went on as they ended, and ran alone at the build's end (yielding.STOPS_FOR).  A
+    split ptxas takes the cores that free up; a running step keeps its own."""
+    ptxas, host = _yield_run(tmp_path, host_rank=10.0, kind=Kind.PTXAS).records
+    assert host.yields == 0 and host.yielded == 0.0 and host.state is State.DONE
+    assert ptxas.cores == 1  # (it ended before the host compile)
 
 
 def test_a_step_on_a_path_near_the_split_steps_keeps_its_core(tmp_path):
