@@ -315,7 +315,8 @@ class Grants:
                     changed.append(order[0])
             if order and self.admission.refused == "slot":  # a running step with slack may give its core (yielding.py)
                 self.asking = order[0].asking
-                stopping = next((g.asking for g in order if g.stops), None)
+                # (only for threads seen wanting a core: before its first look a step wants them all)
+                stopping = next((g.asking for g in order if g.stops and g.runnable is not None), None)
         self.admission.slots.ask_core(self.asking, stop=stopping)
         self._pin(changed)
 
