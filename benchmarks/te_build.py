@@ -110,7 +110,6 @@ class Build:
     threads: bool = False  # NVTE_BUILD_THREADS_PER_JOB = the cores: nvcc -t<cores>, what -t0 is here
     sccache: bool = False  # sccache as the launcher (benchmarks/peers.py)
     early: bool = False  # FAST_NVCC_SPLIT_EARLY=1: split steps' cores rank beside first steps
-    spread: bool = False  # FAST_NVCC_SPLIT_SPREAD=1: a first build's split steps share the free cores alike
     stops: bool = True  # FAST_NVCC_YIELD=0 when False: no step stops for a split step's core
 
 
@@ -129,9 +128,6 @@ BUILDS = {
     # The same with the split steps' cores ranked beside first steps (not the default yet).
     "fast_nvcc-split-early": Build("fast_nvcc-split-early", "fast_nvcc --split N, FAST_NVCC_SPLIT_EARLY=1, no cost history",
                                    launcher=True, split=True, early=True),  # fmt: skip
-    # The same with a first build's split steps sharing the free cores alike (core_grants.concentrating).
-    "fast_nvcc-split-spread": Build("fast_nvcc-split-spread", "fast_nvcc --split N, FAST_NVCC_SPLIT_SPREAD=1, no cost history",
-                                    launcher=True, split=True, spread=True),  # fmt: skip
     # The same without stopping steps for split steps' cores (fast_nvcc.run.yielding): the baseline.
     "fast_nvcc-split-nostop": Build("fast_nvcc-split-nostop", "fast_nvcc --split N, FAST_NVCC_YIELD=0, no cost history",
                                     launcher=True, split=True, stops=False),  # fmt: skip
@@ -147,7 +143,7 @@ GROUPS = {"nvcc": ["nvcc"], "fast_nvcc": ["fast_nvcc-cold", "fast_nvcc-learned"]
 REFERENCE = {key: "nvcc-split" for key, build in BUILDS.items() if build.split and not build.plain}
 STATE_GROUP = {"fast_nvcc-cold": "fast_nvcc", "fast_nvcc-learned": "fast_nvcc",
                "fast_nvcc-split": "split", "fast_nvcc-split-learned": "split",
-               "fast_nvcc-split-early": "split-early", "fast_nvcc-split-spread": "split-spread",
+               "fast_nvcc-split-early": "split-early",
                "fast_nvcc-split-nostop": "split-nostop", "fast_nvcc-split-nostop-learned": "split-nostop"}  # fmt: skip
 # A learned build, and the cold build whose costs it learns from.
 LEARNS_FROM = {"fast_nvcc-learned": "fast_nvcc-cold", "fast_nvcc-split-learned": "fast_nvcc-split",
@@ -287,8 +283,6 @@ def build_environment(*, state: Path, log: Path, tmp: Path, build: Build | None 
             env["FAST_NVCC_SPLIT_SOURCES"] = split[1]
     if build is not None and build.early:
         env["FAST_NVCC_SPLIT_EARLY"] = "1"
-    if build is not None and build.spread:
-        env["FAST_NVCC_SPLIT_SPREAD"] = "1"
     if build is not None and not build.stops:
         env["FAST_NVCC_YIELD"] = "0"
     if build is not None and build.threads:

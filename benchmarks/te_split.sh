@@ -18,8 +18,7 @@
 #      (fast_nvcc --split 16, first build, then learned), seven-split-first (its first build
 #      alone), seven-nostop (first and learned with FAST_NVCC_YIELD=0: no step stops for a
 #      split step's core, the baseline of fast_nvcc.run.yielding; seven-nostop-first: its first
-#      build alone; seven-spread-first: its first build with FAST_NVCC_SPLIT_SPREAD=1, the split
-#      steps sharing the free cores alike as before core_grants.concentrating), seven-split-early
+#      build alone), seven-split-early
 #      (FAST_NVCC_SPLIT_EARLY=1, first build), seven-nvcc (plain nvcc), seven-nvcc-split
 #      (nvcc --split-compile 16, the split objects' reference); gelu-split and relu-split (the two
 #      longest of them alone on the machine, split: their chain with every core theirs, the
@@ -75,7 +74,6 @@ for step in $steps; do
         seven-split) run "$step" seven --variants fast_nvcc-split,fast_nvcc-split-learned --split-sources "$full_split_sources" --sources $seven ;;
         seven-nostop) run "$step" seven --variants fast_nvcc-split-nostop,fast_nvcc-split-nostop-learned --split-sources "$full_split_sources" --sources $seven ;;
         seven-nostop-first) run "$step" seven --variants fast_nvcc-split-nostop --split-sources "$full_split_sources" --sources $seven ;;
-        seven-spread-first) run "$step" seven --variants fast_nvcc-split-spread --split-sources "$full_split_sources" --sources $seven ;;
         seven-split-first) run "$step" seven --variants fast_nvcc-split --split-sources "$full_split_sources" --sources $seven ;;
         seven-split-early) run "$step" seven --variants fast_nvcc-split-early --split-sources "$full_split_sources" --sources $seven ;;
         seven-nvcc) run "$step" seven --variants nvcc --sources $seven ;;

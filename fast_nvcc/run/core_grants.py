@@ -14,10 +14,7 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   and held at the rank it would have without that core.  Free cores then spread over the split
   steps so that their paths end together, rather than all going to the best-ranked one while
   the others run on one core (TE's seven split sources, 2026-11-27: four ptxas took 11-14 cores
-  in turn while the build's last one ran on one for 42 s).  Where the ranks are a first
-  build's guesses (its compile's estimates not credible), a step asks and holds at its path on
-  one core instead, so that free cores go to one split step at a time, oldest first
-  (:func:`concentrating`).  With FAST_NVCC_SPLIT_EARLY=1 the
+  in turn while the build's last one ran on one for 42 s); with FAST_NVCC_SPLIT_EARLY=1 the
   pool ranks it beside compiles' first steps
   (:class:`fast_nvcc.machine.slots.Ask`): a free slot goes to the split step on a long path
   before a compile with a shorter one starts, so the build's longest pole gets its cores while
@@ -41,7 +38,7 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   two split steps of the machine are not held to the same core; unpinned steps go wherever the
   kernel puts them.  Where every core is held already, it shares one.
 
-The rules are :func:`on_cores`, :func:`idle`, :func:`narrowing`, :func:`widening_order` and :func:`concentrating`
+The rules are :func:`on_cores`, :func:`idle`, :func:`narrowing` and :func:`widening_order`
 (unit-tested with made-up numbers); :class:`Grants` applies them to a run, :func:`runnable_threads` says what a
 step's threads want, and :func:`hold` sets a process tree's affinity.
 """
@@ -77,11 +74,6 @@ class Grant:
     # (ReadyQueue.remaining; docs/benchmarks.md: a split step's rank).
     priority: float = 0.0
     cores: list[int] = field(default_factory=list)
-    # Does its rank shorten with the cores it holds (:func:`on_cores`), so that free cores
-    # spread over split steps until their paths end together?  Only where its compile's
-    # estimates have shown credible: a first build's defaults rank alike the steps that overran
-    # them alike, and there its rank stays its path on one core (:func:`concentrating`).
-    spread: bool = True
     stops: bool = True  # may a running step stop for its threads (yielding.STOPS_FOR)?
     serial: float = 0.0  # the share of its time more cores do not shorten (split_option.SERIAL_SHARE)
     locked: set[int] = field(default_factory=set)  # those of ``cores`` we hold an flock on
@@ -103,21 +95,13 @@ class Grant:
 
     @property
     def asking(self) -> float:
-        """The rank it asks for another core at: its remaining path on the cores it holds
-        (on one core where it does not :attr:`spread`)."""
-        return on_cores(self.priority, self.width if self.spread else 1, serial=self.serial)
+        """The rank it asks for another core at: its remaining path on the cores it holds."""
+        return on_cores(self.priority, self.width, serial=self.serial)
 
     @property
     def holding(self) -> float:
-        """The rank it keeps its last extra core at: its remaining path without that core
-        (on one core where it does not :attr:`spread`)."""
-        return on_cores(self.priority, self.width - 1 if self.spread else 1, serial=self.serial)
-
-    @property
-    def order(self) -> int:
-        """Among steps that ask at one rank, the narrowest first where they spread, else the
-        widest (:func:`concentrating`)."""
-        return self.width if self.spread else -self.width
+        """The rank it keeps its last extra core at: its remaining path without that core."""
+        return on_cores(self.priority, self.width - 1, serial=self.serial)
 
     @property
     def want(self) -> int:
@@ -170,7 +154,7 @@ def narrowing(grants: Iterable[Grant], *, ours_waiting: float | None,
     widened = [g for g in grants if g.width > 1]
     if not widened:
         return None
-    lowest = min(widened, key=lambda g: (g.holding, -g.order, g.task_id))
+    lowest = min(widened, key=lambda g: (g.holding, -g.width, g.task_id))
     if (ours_waiting is not None and ours_waiting >= lowest.holding) or outranked(lowest.holding):
         return lowest
     return None
@@ -182,24 +166,7 @@ def widening_order(grants: Iterable[Grant], *, ours_waiting: float | None = None
     none asking at or below a step of this run that waits for a slot (``ours_waiting``, its
     rank)."""
     wanting = (g for g in grants if g.width < g.want and (ours_waiting is None or g.asking > ours_waiting))
-    return sorted(wanting, key=lambda g: (-g.asking, g.order, g.task_id))
-
-
-def concentrating(*, credible: bool, spread: bool) -> bool:
-    """Do a run's split steps take free cores one at a time, each up to its threads, rather
-    than spread them (``Grant.spread`` False)?  Where their compile's estimates have not shown
-    credible (``credible``; ReadyQueue.credible) and FAST_NVCC_SPLIT_SPREAD (``spread``) is off.
-
-    A first build's ranks are per-tool defaults scaled by how long the steps have run, alike
-    for split steps that started together: spread, they share the cores alike, their parallel
-    parts end together and their serial tails then run side by side on a core each (TE's seven
-    first build, 2026-11-29: seven split ciccs on 2-3 cores each from 10 to 120 s, then
-    ``gelu_grouped.cu``'s tail alone 80 s on one core, and its ptxas after, ended the build at
-    1.16 of its cpu floor).  Taken one at a time, oldest first (its rank, scaled by its time
-    run, is the highest), each parallel part ends as soon as the cores allow and its serial
-    tail runs beside the next one's parallel part; the heaviest, wherever it comes, ends its
-    parallel part no later than when they all shared."""
-    return not credible and not spread
+    return sorted(wanting, key=lambda g: (-g.asking, g.width, g.task_id))
 
 
 class Grants:
@@ -212,9 +179,8 @@ class Grants:
 
     def __init__(self, admission: Admission, *, pool_directory: str | None,
                  pin: Callable[[int, frozenset[int]], None], cpus: Iterable[int] | None = None,
-                 now: Callable[[], float] = time.monotonic, spread: bool = False) -> None:  # fmt: skip
+                 now: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.admission = admission
-        self.spread = spread  # FAST_NVCC_SPLIT_SPREAD: spread also on a first build's ranks (concentrating)
         self.now = now  # the run's clock, for each grant's timeline
         self.pin = pin  # (task, CPUs): hold the task's processes to those CPUs
         self.cpus = sorted(usable_cpus() if cpus is None else cpus)  # the CPUs a grant's cores name
@@ -267,17 +233,15 @@ class Grants:
         return grant
 
     def poll(self, *, ours_waiting: float | None, priority_of: Callable[[int], float],
-             runnable_of: Callable[[int], int | None] | None = None, credible: bool = True) -> None:  # fmt: skip
+             runnable_of: Callable[[int], int | None] | None = None) -> None:  # fmt: skip
         """Once per turn of the run's loop: give idle cores back, and one more core if asked
         to, or take the free ones the threads want.  ``ours_waiting``: the rank of this run's
         best step that waits for a shared slot (None: none waits).  ``runnable_of``: a step's
-        runnable threads (:func:`runnable_threads`); without it every step wants all its threads.
-        ``credible``: are the ranks its compile's credible estimates (else :func:`concentrating`)?"""
+        runnable threads (:func:`runnable_threads`); without it every step wants all its threads."""
         if not self._running:
             return
-        spread = not concentrating(credible=credible, spread=self.spread)
         for grant in self._running.values():
-            grant.priority, grant.spread = priority_of(grant.task_id), spread
+            grant.priority = priority_of(grant.task_id)
             if runnable_of is not None:
                 grant.look(runnable_of(grant.task_id), now=self.now())
         changed: list[Grant] = []

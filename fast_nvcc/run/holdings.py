@@ -69,8 +69,8 @@ class Holdings:
         directory = getattr(slots, "directory", None)  # the machine-wide pool's (where self.queue is set)
         self._told_left = BuildLeft(directory, getattr(slots, "size", jobs)) if self.queue is not None and directory else None
         if self.split:
-            self.grants = Grants(self.admission, pool_directory=directory or pool_directory(env), pin=processes.pin,
-                                 now=now, spread=switch(env, "FAST_NVCC_SPLIT_SPREAD"))  # fmt: skip
+            self.grants = Grants(self.admission, pool_directory=directory or pool_directory(env),
+                                 pin=processes.pin, now=now)  # fmt: skip
 
     def done(self, task_id: int) -> float:
         """The seconds of its work a started task has done: a split step's core-seconds, another
@@ -136,7 +136,8 @@ class Holdings:
 
     @property
     def yield_poll(self) -> float:
-        """The run loop's wait with no split step of its own: shorter where ours may stop for one."""
+        """How long the run's loop may wait, with no split step of its own: YIELD_POLL where a
+        step of ours may stop for another compile's split step, else half a second."""
         return self.YIELD_POLL if self.queue is not None else 0.5
 
     def resume(self, task: Task) -> None:
@@ -203,8 +204,7 @@ class Holdings:
             # outranks: a host compile with slack does not hold the long pole's cicc to one core.
             waiter = turn.waiter if self.admission.refused in ("slot", "jobs") else None
             self.grants.poll(ours_waiting=None if waiter is None else self.rank_of(waiter), priority_of=self.rank_of,
-                             runnable_of=lambda task_id: runnable_threads(pids[task_id]) if task_id in pids else None,
-                             credible=self.ready is None or self.ready.credible)  # fmt: skip
+                             runnable_of=lambda task_id: runnable_threads(pids[task_id]) if task_id in pids else None)  # fmt: skip
         if self.queue is not None and self.now() - self._yield_looked >= (self.GRANTS_POLL if self.grants else self.YIELD_POLL):
             self._yield_looked = self.now()
             self._yield(self.queue)

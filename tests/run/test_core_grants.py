@@ -26,8 +26,7 @@ from fast_nvcc.plan.dryrun import Kind, Step
 from fast_nvcc.plan.split_option import SERIAL_SHARE, matches, settings, split_threads, with_split
 from fast_nvcc.run.admission import Admission
 from fast_nvcc.run.holdings import Holdings
-from fast_nvcc.run.core_grants import (Grant, Grants, concentrating, idle, narrowing, on_cores, runnable_threads,
-                                       widening_order)
+from fast_nvcc.run.core_grants import Grant, Grants, idle, narrowing, on_cores, runnable_threads, widening_order
 
 # What fast_nvcc itself decides: against the first toolchain (conftest).
 pytestmark = pytest.mark.one_toolchain
@@ -100,22 +99,6 @@ def test_the_longest_remaining_path_on_the_cores_held_asks_first_and_a_full_step
     # The share its threads do not shorten keeps a step's rank up as it widens.
     b.serial = 0.5
     assert b.asking == 225.0 and widening_order([a, b], ours_waiting=150.0) == [b]
-
-
-def test_on_a_first_builds_ranks_a_step_asks_and_holds_at_its_path_on_one_core_the_widest_first():
-    """Not credible (a first build's defaults): free cores go to one split step at a time."""
-    assert concentrating(credible=False, spread=False)
-    assert not concentrating(credible=True, spread=False) and not concentrating(credible=False, spread=True)
-    a = Grant(1, 16, priority=100.0, cores=[0, 1, 2], spread=False)  # the oldest: the highest rank
-    b = Grant(2, 16, priority=99.0, cores=[3], spread=False)
-    assert (a.asking, a.holding) == (100.0, 100.0)  # (spread: 33.3 and 50)
-    assert widening_order([a, b]) == [a, b]  # (spread: b first, at 99 against 33)
-    c = Grant(3, 16, priority=100.0, cores=[4, 5], spread=False)  # a tie: the wider one first
-    assert widening_order([c, a]) == [a, c]
-    # A waiter between their ranks takes a core from the lower one, the narrower first at a tie.
-    assert narrowing([a, c], ours_waiting=None, outranked=lambda p: p < 101.0) is c
-    assert narrowing([a, b], ours_waiting=99.5, outranked=lambda p: False) is None  # b holds one core
-    assert narrowing([a, b], ours_waiting=100.0, outranked=lambda p: False) is a
 
 
 def test_a_step_wants_a_core_per_runnable_thread_and_idle_cores_go_back_after_three_looks():
@@ -247,37 +230,6 @@ def test_free_cores_spread_over_split_steps_so_that_their_paths_end_together(tmp
     grants.close()
 
 
-def test_on_a_first_builds_ranks_free_cores_go_to_the_oldest_split_step_up_to_its_threads(tmp_path):
-    """TE's seven first build, 2026-11-29: seven split ciccs ranked alike by their defaults
-    shared the cores alike (2-3 each for 100 s) and their serial tails came together.  Not
-    credible, the best-ranked takes the free cores up to its threads, the next one the rest;
-    as its threads fall to one (its tail), its cores go back and the next one takes them."""
-    admission, grants, pins = _grants(tmp_path, FreeSlots(free=14))
-    _running(admission, 2)  # twelve left
-    grants.start(1, 8, 101.0)
-    grants.start(2, 8, 100.0)
-    ranks = {1: 101.0, 2: 100.0}.__getitem__
-    runnable = {1: 8, 2: 8}
-    grants.poll(ours_waiting=None, priority_of=ranks, runnable_of=runnable.get, credible=False)
-    assert (len(pins[1]), len(pins[2])) == (8, 6)
-    runnable[1] = 1  # its serial tail: three looks later its seven extra cores go back
-    for _ in range(3):
-        grants.poll(ours_waiting=None, priority_of=ranks, runnable_of=runnable.get, credible=False)
-    grants.poll(ours_waiting=None, priority_of=ranks, runnable_of=runnable.get, credible=False)
-    assert (len(pins[1]), len(pins[2])) == (1, 8)
-    grants.close()
-    # The same ranks, credible (or FAST_NVCC_SPLIT_SPREAD=1): they share.
-    for credible, spread in ((True, False), (False, True)):
-        admission, grants, pins = Admission(jobs=16, slots=FreeSlots(free=14), memory=None), None, {}
-        grants = Grants(admission, pool_directory=str(tmp_path), pin=pins.__setitem__, cpus=range(16), spread=spread)
-        _running(admission, 2)
-        grants.start(1, 8, 101.0)
-        grants.start(2, 8, 100.0)
-        grants.poll(ours_waiting=None, priority_of=ranks, credible=credible)
-        assert (len(pins[1]), len(pins[2])) == (7, 7)
-        grants.close()
-
-
 def test_the_step_with_the_longer_serial_tail_gets_the_cores_for_its_parallel_part(tmp_path):
     """Two split steps of one path on one core (200 s), one with a serial share of 0.5 (cicc's
     tail: gelu_grouped.cu ran 76 s of its 93 s alone in one thread), one of 0.1.  The parallel
@@ -303,10 +255,6 @@ def test_a_split_step_takes_its_learned_serial_share_else_its_tools(tmp_path):
     holdings = Holdings(tasks, [], jobs=2, slots=Slots(), memory=None, processes=SimpleNamespace(pin=None), env={},
                         handler_of=None, priority_of=None, now=time.monotonic, serial=[0.25, None])  # fmt: skip
     assert holdings.serial == {0: 0.25, 1: SERIAL_SHARE["ptxas"], 2: SERIAL_SHARE["cicc"]}
-    assert holdings.grants is not None and not holdings.grants.spread  # (FAST_NVCC_SPLIT_SPREAD unset)
-    holdings = Holdings(tasks, [], jobs=2, slots=Slots(), memory=None, processes=SimpleNamespace(pin=None),
-                        env={"FAST_NVCC_SPLIT_SPREAD": "1"}, handler_of=None, priority_of=None, now=time.monotonic)  # fmt: skip
-    assert holdings.grants is not None and holdings.grants.spread
 
 
 def test_a_step_of_its_own_compile_and_a_better_ranked_waiter_each_take_a_core_back(tmp_path):
