@@ -23,7 +23,16 @@ from .niceness import nice_for
 from .processes import Processes
 from .ready_queue import ReadyQueue
 from .task_records import Record, State
-from .yielding import FLOOR, STOPS_FOR, BuildLeft, Candidate, going_on_rank, has_slack, stays_stopped, to_stop
+from .yielding import (
+    FLOOR,
+    STOPS_FOR,
+    BuildLeft,
+    Candidate,
+    going_on_rank,
+    has_slack,
+    stays_stopped,
+    to_stop,
+)
 
 if TYPE_CHECKING:
     from ..machine.memory import MemoryBudget
