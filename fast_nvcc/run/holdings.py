@@ -28,9 +28,9 @@ from .yielding import (
     STOPS_FOR,
     BuildLeft,
     Candidate,
+    gives_way,
     going_on_rank,
     has_slack,
-    stays_stopped,
     to_stop,
 )
 
@@ -115,9 +115,9 @@ class Holdings:
 
     def take(self, task_id: int, *, short: bool) -> bool:
         task, record, handler = self.tasks[task_id], self.records[task_id], self.handler_of(task_id)
-        if task_id in self.paused and stays_stopped(self.rank_of(task_id), best_ask=self.slots.yield_to()[0],
-                                                    build_left=self.build_left):  # fmt: skip
-            return False  # the slot it gave is for the split step that asked (yielding.stays_stopped)
+        if task_id in self.paused and gives_way(self.rank_of(task_id), best_ask=self.slots.yield_to()[0],
+                                                build_left=self.build_left):  # fmt: skip
+            return False  # the slot it gave is for the split step that asked (yielding.gives_way)
         if handler.takes_slot and not self.admission.reserve(task, self.rank_of(task_id), now=self.now(),
                                                              short=short, memory=task_id not in self.paused):  # fmt: skip
             return False

@@ -94,14 +94,16 @@ def going_on_rank(rank: float, *, build_left: float | None) -> float:
     return rank if has_slack(rank, build_left=build_left) else max(rank, build_left or 0.0)
 
 
-def stays_stopped(rank: float, *, best_ask: float | None, build_left: float | None) -> bool:
-    """Does a stopped step that asks to go on at ``rank`` (:func:`going_on_rank`) stay stopped
-    though a slot is free?  While a split step of the machine still asks for a core at MARGIN
-    times that rank or more and the step has slack, as when it was stopped (:func:`to_stop`):
-    the slot it gave is the asker's.  Without this the stopped step took its slot back at the
-    next turn, before the split step's grant (polled a tenth of a second apart) could widen
-    onto it, and was stopped again at the next look (TE's seven learned build, 2026-11-29:
-    host compiles stopped 6 to 13 times, most stops ending within a second of the last)."""
+def gives_way(rank: float, *, best_ask: float | None, build_left: float | None) -> bool:
+    """Does a step on a remaining path of ``rank`` give way to a split step of the machine that
+    asks for a core at ``best_ask``: at MARGIN times that rank or more, the step having slack
+    (:func:`has_slack`)?  A running step then may stop (:func:`to_stop`), and a stopped one,
+    asking to go on at ``rank`` (:func:`going_on_rank`), stays stopped though a slot is free:
+    the slot it gave is the asker's.  Before the second use the stopped step took its slot back
+    at the next turn, before the split step's grant (polled a tenth of a second apart) could
+    widen onto it, and was stopped again at the next look (TE's seven learned build,
+    2026-11-29: host compiles stopped 6 to 13 times, most stops ending within a second of the
+    last)."""
     return best_ask is not None and best_ask >= rank * MARGIN and has_slack(rank, build_left=build_left)
 
 
@@ -114,7 +116,7 @@ def to_stop(candidates: Sequence[Candidate], *, best_ask: float | None,
     if not candidates or best_ask is None:
         return None
     lowest = min(candidates, key=lambda c: (c.rank, -c.task_id))
-    if best_ask < lowest.rank * MARGIN or not has_slack(lowest.rank, build_left=build_left):
+    if not gives_way(lowest.rank, best_ask=best_ask, build_left=build_left):
         return None
     if lowest_elsewhere is not None and lowest_elsewhere < lowest.rank:
         return None

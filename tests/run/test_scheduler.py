@@ -475,7 +475,7 @@ def test_a_step_whose_path_reaches_the_builds_end_keeps_its_core(tmp_path):
 def test_a_step_stops_once_for_the_split_step_and_does_not_take_back_the_core_it_gave(tmp_path):
     """TE's seven learned build (2026-11-29): host compiles stopped 6 to 13 times, most stops
     ending within a second of the last: the stopped step took its slot back at the next turn,
-    before the split step's grant could widen onto it (yielding.stays_stopped)."""
+    before the split step's grant could widen onto it (yielding.gives_way)."""
     cicc, host = _yield_run(tmp_path, host_rank=10.0).records
     assert cicc.cores == 2 and host.yields == 1
 
