@@ -166,7 +166,12 @@ class ReadyQueue:
         past their estimates; True when the scale changed.  Until one of its long steps has
         started, a compile knows nothing of itself, and takes the median of what its peers on
         the machine told ``slots``, so that a cicc not yet started is not ranked below peers
-        already shown heavy (docs/benchmarks.md: the peers' scale)."""
+        already shown heavy (docs/benchmarks.md: the peers' scale).  A finished step counts
+        what one core would have taken (Record.one_core: a split step's cpu, the unit of its
+        estimate), a running one its time so far: by its wall a split cicc of 362 s of cpu that
+        ran 169 s on up to 7 cores overran as much as one of 190 s of cpu on 3, and its ptxas,
+        the build's last step, ranked below ptxas of lighter compiles that had run 50 s
+        (TE's seven, docs/benchmarks.md round 27)."""
         if self.work is None:
             return False
         if now - self._scaled_at < self.RESCALE_EVERY:
@@ -177,7 +182,7 @@ class ReadyQueue:
             if record.start is None or record.slot is None:
                 continue
             expected = self.work[record.task_id]
-            took = (record.end if record.end is not None else now) - record.start - record.stopped
+            took = record.one_core if record.end is not None else now - record.start - record.stopped
             if expected < self.OVERRUN_FLOOR and took < self.OVERRUN_FLOOR:
                 continue
             shown = True

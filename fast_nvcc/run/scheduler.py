@@ -273,10 +273,10 @@ class Runner:
     def _done(self, task_id: int, record: Record) -> None:
         """``task_id`` ended well: the compile has that much less work, and its successors go."""
         if self.ready.work_left is not None:
-            self.ready.finished(task_id, took=None if record.cached else record.seconds - record.stopped)
+            self.ready.finished(task_id, took=None if record.cached else record.one_core)
             self.slots.left(self.ready.work_left)
             if not record.cached:
-                self.ready.overran(self.dag, task_id, record.seconds - record.stopped)
+                self.ready.overran(self.dag, task_id, record.one_core)
         self.readiness.ended_well(task_id)
 
     def _run_again(self, task: Task, why: str, half_written: tuple[str, ...]) -> None:

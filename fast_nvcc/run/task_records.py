@@ -95,6 +95,15 @@ class Record:
         self.stops.append((since, until))
 
     @property
+    def one_core(self) -> float:
+        """The seconds one core would take for what it did: a split step's cpu (its threads ran
+        side by side on the cores granted it, :mod:`.core_grants`), another step's time
+        running, its stops left out.  What the history learns (fast_nvcc.learn.learned), and
+        what a finished step's overrun is read in (ReadyQueue.rescale)."""
+        took = self.seconds - self.stopped
+        return self.cpu_seconds if self.core_timeline and self.cpu_seconds else took
+
+    @property
     def stopped(self) -> float:
         """Seconds of its run it spent stopped: for lack of memory, or for a split step."""
         return self.memory_stopped + self.yielded

@@ -100,12 +100,17 @@ def test_a_second_smaller_overrun_keeps_the_larger():
 
 
 def _rescaled(costs, *runs, now):
-    """The compile's scale once ``runs`` ((task, start, end or None: still running)) are seen."""
+    """The compile's scale once ``runs`` ((task, start, end or None: still running), or with a
+    split step's (cpu, most cores) after them) are seen."""
     dag = compile_dag()
     queue = ReadyQueue(priorities(dag, costs), work=costs)
-    # A running task's record has a start and no end (its state is set when it ends).
-    records = [Record(task, start=start, end=end, slot=0, **({"state": State.DONE} if end is not None else {}))
-               for task, start, end in runs]  # fmt: skip
+    records = []
+    for task, start, end, *split in runs:
+        # A running task's record has a start and no end (its state is set when it ends).
+        record = Record(task, start=start, end=end, slot=0, **({"state": State.DONE} if end is not None else {}))
+        if split:
+            record.cpu_seconds, record.core_timeline = split[0], [(start, 1), (start + 1.0, split[1])]
+        records.append(record)
     queue.rescale(records, now=now, slots=Slots())
     return queue.scale
 
@@ -122,6 +127,26 @@ def test_a_ptxas_running_for_minutes_raises_its_compiles_rank():
     assert swiglu > gelu
     # a ptxas of 3 s against its 1.4 s estimate counts as 3 / OVERRUN_FLOOR, not 3 / 1.4
     assert _rescaled(costs, (PTXAS, 0.0, 3.0), now=3.0) == pytest.approx(1.5)
+
+
+def test_a_finished_split_step_overran_by_its_cpu_not_its_wall():
+    """A split cicc's estimate is one core's seconds (its cpu, as the history learns it): TE's
+    gelu_grouped.cu's cicc ran 169 s on up to 7 cores with 362 s of cpu, another compile's cicc
+    120 s on 3 with 196 s.  By their walls gelu's ptxas, ready at 174 s, ranked below the
+    other's, which had run 50 s; by their cpu it ranks above it until that one has run 91 s.
+    A running split step still counts its wall: its cpu grows with the cores it is granted."""
+    costs = default_costs()
+    gelu = _rescaled(costs, (CICC, 5.0, 174.0, 362.0, 7), now=174.0)
+    other = _rescaled(costs, (CICC, 4.0, 124.0, 196.0, 3), (PTXAS, 124.0, None), now=174.0)
+    assert gelu == pytest.approx(362.0 / DEFAULT_SECONDS[Kind.CICC])
+    assert other == pytest.approx(50.0 / ReadyQueue.OVERRUN_FLOOR)  # its ptxas's 50 s so far
+    assert gelu > other
+    assert _rescaled(costs, (CICC, 4.0, 124.0, 196.0, 3), (PTXAS, 124.0, None), now=215.5) > gelu
+    # running, a split step counts its wall (here 100 s), whatever its cores
+    assert _rescaled(costs, (CICC, 0.0, None, 0.0, 7), now=100.0) == pytest.approx(100.0 / DEFAULT_SECONDS[Kind.CICC])
+    # an unsplit step's cpu is not its measure: a host compile sharing its core took its wall
+    unsplit = _rescaled(costs, (CC1PLUS, 0.0, 55.0), now=55.0)
+    assert unsplit == pytest.approx(55.0 / DEFAULT_SECONDS[Kind.HOST_COMPILE])
 
 
 @pytest.mark.parametrize(("cicc_seconds", "first"), [("0.6", PTXAS), ("0", CC1PLUS)])
