@@ -115,11 +115,11 @@ class Holdings:
 
     def take(self, task_id: int, *, short: bool) -> bool:
         task, record, handler = self.tasks[task_id], self.records[task_id], self.handler_of(task_id)
-        if task_id in self.paused and gives_way(self.rank_of(task_id), best_ask=self.slots.yield_to()[0],
-                                                build_left=self.build_left):  # fmt: skip
+        rank = self.rank_of(task_id)
+        if task_id in self.paused and gives_way(rank, best_ask=self.slots.yield_to()[0], build_left=self.build_left):
             return False  # the slot it gave is for the split step that asked (yielding.gives_way)
-        if handler.takes_slot and not self.admission.reserve(task, self.rank_of(task_id), now=self.now(),
-                                                             short=short, memory=task_id not in self.paused):  # fmt: skip
+        if handler.takes_slot and not self.admission.reserve(task, rank, now=self.now(), short=short,
+                                                             memory=task_id not in self.paused):  # fmt: skip
             return False
         record.slot, record.over_pool = self.admission.start(task, takes_slot=handler.takes_slot,
                                                              capacity=handler.capacity, short=short)  # fmt: skip
@@ -223,12 +223,12 @@ class Holdings:
         step of the machine asks for one at a far longer path (:mod:`.yielding`)."""
         # While the build tool holds compiles back, a stopped step would keep its job from the
         # compiles it holds back: only when every compile competes by rank (slots.competes).
+        pids = self.processes.step_pids()
         if self._told_left is not None:  # (how soon the build could end: yielding.has_slack)
-            self.build_left = self._told_left.look(queue, self.processes.step_pids(), self.done,
+            self.build_left = self._told_left.look(queue, pids, self.done,
                                                    path=self.grants.path_on_threads() if self.grants else None)  # fmt: skip
-        # (a step with no slack against the build's end gives nothing: it does not hold back
-        # another compile's step that could)
-        candidates = [c for c in self._candidates(queue) if has_slack(c.rank, build_left=self.build_left)] \
+        # (a step with no slack against the build's end gives nothing, nor keeps another from giving)
+        candidates = [c for c in self._candidates(queue, pids) if has_slack(c.rank, build_left=self.build_left)] \
             if self.slots.competes() else []  # fmt: skip
         self.slots.tell_slack(min(c.rank for c in candidates) if candidates else None)
         if not candidates:
@@ -244,13 +244,13 @@ class Holdings:
         record.slot, record.yields = None, record.yields + 1
         queue.push(self.tasks[task_id])
 
-    def _candidates(self, queue: ReadyQueue) -> list[Candidate]:
+    def _candidates(self, queue: ReadyQueue, pids: Mapping[int, int]) -> list[Candidate]:
         """Our running steps that could give their core, at their remaining paths: each holds
         a slot of the pool (not one over it, not a short step's), runs a command, is not split
         and has yielding.FLOOR seconds or more of its work left (ReadyQueue.left)."""
         stopped = set(self.memory.stopped()) if self.memory is not None else set()
         found = []
-        for task_id in self.processes.step_pids():
+        for task_id in pids:
             task, record, handler = self.tasks[task_id], self.records[task_id], self.handler_of(task_id)
             if (record.slot is None or record.over_pool is not None or task_id in self.split or task.optional
                     or not handler.takes_slot or handler.capacity is not None or task_id in stopped
