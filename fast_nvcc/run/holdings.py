@@ -115,12 +115,12 @@ class Holdings:
 
     def take(self, task_id: int, *, short: bool) -> bool:
         task, record, handler = self.tasks[task_id], self.records[task_id], self.handler_of(task_id)
-        rank = self.rank_of(task_id)
-        if task_id in self.paused and gives_way(rank, best_ask=self.slots.yield_to()[0], build_left=self.build_left):
-            return False  # the slot it gave is for the split step that asked (yielding.gives_way)
-        if handler.takes_slot and not self.admission.reserve(task, rank, now=self.now(), short=short,
-                                                             memory=task_id not in self.paused):  # fmt: skip
-            return False
+        if handler.takes_slot:  # (a step stopped for a split step held a slot: _candidates)
+            rank = self.rank_of(task_id)
+            if task_id in self.paused and gives_way(rank, best_ask=self.slots.yield_to()[0], build_left=self.build_left):
+                return False  # the slot it gave is for the split step that asked (yielding.gives_way)
+            if not self.admission.reserve(task, rank, now=self.now(), short=short, memory=task_id not in self.paused):
+                return False
         record.slot, record.over_pool = self.admission.start(task, takes_slot=handler.takes_slot,
                                                              capacity=handler.capacity, short=short)  # fmt: skip
         return True
