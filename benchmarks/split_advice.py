@@ -6,7 +6,8 @@ build, with the split steps the advised builds measured), ``--write-split FILE``
 ``--split 16 --split-sources @FILE`` build that file asks for, sharing the exact build's cost
 history.  Round 1's advice has measured no split of these sources; later rounds have.
 
-For each round: the advice, the floor analyze predicted, what the advised build took (analyze's
+For each round: the advice, what analyze predicted (its split floor, times the overrun of the
+split builds logged before where there is one: round 2 on), what the advised build took (analyze's
 wall of its log), their ratio, and the same unsplit steps' cpu against the exact build's (the
 machine's speed between the two builds; the ratio at the exact build's speed beside it).  Needs
 torch with CUDA, ninja and nvcc (the device), ``.fa`` carried (``sh benchmarks/fa_stage.sh``):
@@ -77,6 +78,8 @@ def report(rounds: Sequence[dict], info: dict) -> str:
             lines.append(f"| round {number} | no split advised | | | | | | | |")
             continue
         measured = "measured split" if row["measured"] else "not measured split"
+        if row.get("expected"):
+            measured += f", expected from a split build (floor {row['predicted_floor']:.1f})"
         ratio = row["took"] / row["predicted"]
         same = row.get("same_steps")
         count = f"{len(row['sources'])} source{'s' if len(row['sources']) != 1 else ''}"
@@ -84,9 +87,10 @@ def report(rounds: Sequence[dict], info: dict) -> str:
                      f"{row['took']:.1f} | {ratio:.3f} | {f'{same:.3f}' if same else ''} | "
                      f"{f'{ratio / same:.3f}' if same else ''} | {_floor(row)} |")  # fmt: skip
     lines += ["", ("predicted: analyze's split floor on the logs so far (the exact build's, with the split steps "
-                   "measured before); took: analyze's wall of the advised build's log; its own floor: analyze's floor "
-                   "of that log (its cpu work / the cores, or a compile's own path), which the prediction foresees, "
-                   "and took over it: how far that build's schedule ended above it")]  # fmt: skip
+                   "measured before), times how far the split builds among them ended above their floors where they "
+                   "hold one (its 'expect about'); took: analyze's wall of the advised build's log; its own floor: "
+                   "analyze's floor of that log (its cpu work / the cores, or a compile's own path), and took over "
+                   "it: how far that build's schedule ended above it")]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -138,7 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         written = logs / f"split-{number}.txt"
         report_json, advised = analyze(kept, written=written, work=work)
         advice = report_json["advice"]
-        row = {"sources": advised, "predicted": advice.get("split_floor_seconds"),
+        expected = advice.get("split_expected_seconds")
+        row = {"sources": advised, "predicted": expected or advice.get("split_floor_seconds"),
+               "predicted_floor": advice.get("split_floor_seconds"), "expected": expected,
                "measured": any(p.get("measured_split") for p in advice["poles"] if p.get("source") in advised)}
         rounds.append(row)
         if not advised:

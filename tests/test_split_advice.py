@@ -57,6 +57,11 @@ def test_a_round_reads_analyzes_advice_and_what_the_advised_build_took(tmp_path)
     later = write(tmp_path / "advised-1.jsonl", [advised])
     report, _ = split_advice.analyze([exact, later], written=tmp_path / "split-2.txt", work=tmp_path)
     assert [p["measured_split"] for p in report["advice"]["poles"] if p["source"] == "relu_grouped.cu"] == ["2 split steps"]
+    # ... and expects the advised build as far above its floor as that split build ended above its own.
+    ratio = report["advice"]["overrun"]["ratio"]
+    assert report["advice"]["overrun"]["split_builds"] == 1
+    assert ratio == pytest.approx(split_advice.took(later)[0] / split_advice.took(later)[1], abs=1e-3)
+    assert report["advice"]["split_expected_seconds"] == pytest.approx(report["advice"]["split_floor_seconds"] * ratio, abs=0.01)
 
 
 def test_the_table_puts_each_round_beside_its_prediction_and_the_machines_speed():
@@ -65,12 +70,16 @@ def test_the_table_puts_each_round_beside_its_prediction_and_the_machines_speed(
               {"sources": ["a.cu", "b.cu"], "predicted": 167.1, "measured": False, "took": 174.4, "same_steps": 0.896},
               {"sources": ["a.cu"], "predicted": 176.7, "measured": True, "took": 179.3, "same_steps": 0.972,
                "floor": 170.8},
+              {"sources": ["a.cu"], "predicted": 184.0, "predicted_floor": 176.7, "expected": 184.0, "measured": True,
+               "took": 179.3, "same_steps": 0.972, "floor": 170.8},
               {"sources": [], "predicted": None, "measured": False}]  # fmt: skip
     table = split_advice.report(rounds, info)
     assert "| exact | | | 206.9 | | | | 206.9 | 1.000 |" in table
     assert "| round 1 | 2 sources, not measured split | 167.1 | 174.4 | 1.044 | 0.896 | 1.165 |  |  |" in table
     assert "| round 2 | 1 source, measured split | 176.7 | 179.3 | 1.015 | 0.972 | 1.044 | 170.8 | 1.050 |" in table
-    assert "| round 3 | no split advised | | | | | | | |" in table
+    assert ("| round 3 | 1 source, measured split, expected from a split build (floor 176.7) | 184.0 | 179.3 | 0.974 |"
+            " 0.972 | 1.003 | 170.8 | 1.050 |") in table
+    assert "| round 4 | no split advised | | | | | | | |" in table
 
 
 def fake_builds(monkeypatch, tmp_path) -> list:

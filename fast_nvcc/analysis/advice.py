@@ -21,6 +21,9 @@ where the logs hold split steps of the compile's own source, in any build they h
 build's log appended with a split one), those give its ``s`` (:func:`source_serial_shares`),
 and the table says which compiles were not measured split yet.  A compile's device chain (its longest cicc + ptxas of one architecture) shrinks;
 the host side (preprocessing, cudafe++, host compile) does not, and bounds it below.
+
+The split floor is a floor: where the logs hold a split build, the advice also expects the
+advised build as far above it as that build ended above its own (:func:`schedule_overrun`).
 """
 
 from __future__ import annotations
@@ -43,9 +46,11 @@ def _shortens(pole: PoleAdvice) -> bool:
 
 
 def advise(jobs: Sequence[Job], *, cores: int, wall: float,
-           measured: Iterable[tuple[str, str, float, int, float | None]] = ()) -> Advice:  # fmt: skip
+           measured: Iterable[tuple[str, str, float, int, float | None]] = (),
+           split_builds: Sequence[Sequence[Job]] = ()) -> Advice:  # fmt: skip
     """``measured``: each source's own split steps, from every build of the logs
-    (:func:`source_serial_shares`)."""
+    (:func:`source_serial_shares`); ``split_builds``: the jobs of each build of the logs that ran
+    split steps (:func:`schedule_overrun`)."""
     total = sum(_work(job) for job in jobs)
     share = total / max(1, cores)
     own = {id(job): own_seconds(job, cores=cores) for job in jobs}
@@ -87,7 +92,37 @@ def advise(jobs: Sequence[Job], *, cores: int, wall: float,
         late = poles[0].start
     longest = max(own.values(), default=0.0)
     chosen_poles = tuple(advised)
-    return Advice(cores, total, share, floor, chosen_poles, split_floor, extra, serial, halves, late, longest)
+    overrun = schedule_overrun(split_builds, cores=cores)
+    return Advice(cores, total, share, floor, chosen_poles, split_floor, extra, serial, halves, late, longest, overrun)
+
+
+def build_floor(jobs: Sequence[Job], *, cores: int) -> float:
+    """No order of a build's work ends sooner: the longest compile's own path, or its work over
+    the cores (:func:`own_seconds`, :func:`_work`), as :func:`advise` counts it."""
+    share = sum(_work(job) for job in jobs) / max(1, cores)
+    return max(max((own_seconds(job, cores=cores) for job in jobs), default=0.0), share)
+
+
+def schedule_overrun(builds: Iterable[Sequence[Job]], *, cores: int) -> tuple[float, int] | None:
+    """How far split builds ended above their floor: the median of their walls over their floors
+    (:func:`build_floor`), and how many builds; None where there are none.
+
+    The split floor is what no schedule beats; a split build ends above it by what its schedule
+    leaves: cores idle while split threads run their serial parts and at the build's end, and
+    fast_nvcc's own cpu.  FlashAttention's advised builds (16 cores, 2026-11-29, rounds 23-28 of
+    docs/benchmarks.md) ended 1.037-1.052 of their floors, and their walls came 1.035-1.063 of the
+    predicted floor at the exact build's speed; the floor times the first advised build's overrun
+    came 0.99-1.02 of the second's.  The overrun is the schedule's, measured on this machine's
+    builds: the cores given to analyze apply to each."""
+    ratios = []
+    for jobs in builds:
+        if not jobs:
+            continue
+        floor = build_floor(jobs, cores=cores)
+        wall = max(job.end for job in jobs) - min(job.start for job in jobs)
+        if floor > 0:
+            ratios.append(wall / floor)
+    return (_median(ratios), len(ratios)) if ratios else None
 
 
 def own_seconds(job: Job, *, cores: int) -> float:
@@ -287,7 +322,8 @@ def split_file_text(v: Advice) -> str:
                                " --split-sources @FILE this splits no compile"])  # fmt: skip
     return split_file(v.sources, [
         f"{wrote}: split these {v.threads} ways, floor {v.floor:.1f} s -> {v.split_floor:.1f} s"
-        f" ({v.split_floor / v.floor:.2f} of now)",
+        f" ({v.split_floor / v.floor:.2f} of now)"
+        + ("" if v.expected is None else f", expect about {v.expected:.1f} s"),
         f"use: fast_nvcc --split {v.threads} --split-sources @FILE"
         f" (or FAST_NVCC_SPLIT={v.threads} FAST_NVCC_SPLIT_SOURCES=@FILE)",
     ])  # fmt: skip

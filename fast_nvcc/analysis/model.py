@@ -84,7 +84,8 @@ def analyze(
         device=device,
         top=top,
         failed_guesses=sum_failed_guesses(jobs),
-        advice=advise(jobs, cores=slots or _pool(build) or used_slots, wall=wall, measured=build.split_shares),
+        advice=advise(jobs, cores=slots or _pool(build) or used_slots, wall=wall, measured=build.split_shares,
+                      split_builds=build.split_builds),
     )
 
 

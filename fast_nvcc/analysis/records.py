@@ -156,6 +156,9 @@ class Build:
     # What each source's own split steps measured, in every build of the logs read (not only this
     # one): (source, tool, serial share, split steps) (advice.py)
     split_shares: tuple[tuple[str, str, float, int, float | None], ...] = ()  # advice.source_serial_shares
+    # The jobs of each build of the logs read that ran split steps, this one too where it did: how
+    # far their schedules ended above their floors (advice.schedule_overrun)
+    split_builds: tuple[tuple[Job, ...], ...] = ()
 
     @property
     def records(self) -> tuple[CompileRecord, ...]:
@@ -341,6 +344,17 @@ class Advice:
     halves_floor: float | None  # the floor with the longest compile's source cut in two
     late_start: float | None  # the longest compile started this late, and ended the build
     longest: float = 0.0  # the longest job's seconds: the floor's other term
+    # The split builds of the logs: the median of their walls over their floors, and how many
+    # (advice.schedule_overrun); None where the logs hold none
+    overrun: tuple[float, int] | None = None
+
+    @property
+    def expected(self) -> float | None:
+        """The advised build's wall: the split floor, as far above it as the split builds of the
+        logs ended above theirs; None where nothing is advised or no split build was measured."""
+        if self.split_floor is None or self.overrun is None:
+            return None
+        return self.split_floor * self.overrun[0]
 
     @property
     def threads(self) -> int:

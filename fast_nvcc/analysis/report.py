@@ -134,8 +134,9 @@ def _change_line(v: Advice) -> str:
                 " --cache or fewer template instantiations lower the floor")  # fmt: skip
     first = v.poles[0].source
     if v.split_floor is not None:
+        expect = "" if v.expected is None else f", expect about {_seconds(v.expected)}"
         line = (f"split {_plural(len(v.sources), 'source')} {v.threads} ways: floor -> {_seconds(v.split_floor)}"
-                f" ({v.setting}; the last table)")  # fmt: skip
+                f"{expect} ({v.setting}; the last table)")  # fmt: skip
     elif v.halves_floor is not None and v.halves_floor < v.floor * (1 - WORTH):
         line = f"{first} sets the floor; cut it into two sources: floor -> {_seconds(v.halves_floor)} (the last table)"
     else:
@@ -282,6 +283,7 @@ def advice_tables(v: Advice) -> Iterator[Table]:
                  (f"  (objects then are nvcc's with --split-compile {v.threads}; serial shares "
                   + ", ".join(f"{t} {s:.2f}, {how}" for t, s, how in v.serial) + ")",)]  # fmt: skip
         rows += _measured_rows(v)
+        rows.append((_expected_row(v),))
     else:
         why = ("the longest compile is split already" if v.poles[0].already_split
                else "no log of the longest compile's steps" if v.poles[0].split_seconds is None
@@ -306,6 +308,18 @@ def _measured_rows(v: Advice) -> list[tuple[str]]:
     if other:
         rows.append((f"  not measured split yet (the serial shares above): {', '.join(dict.fromkeys(other))}",))
     return rows
+
+
+def _expected_row(v: Advice) -> str:
+    """What the advised build should take: the split floor times how far the logs' split builds
+    ended above theirs; without one, that this is not measured yet."""
+    if v.overrun is None or v.expected is None:
+        return ("  expect a build somewhat above that floor: no split build in these logs yet to measure how far"
+                " (append the advised build's FAST_NVCC_LOG and analyze again)")  # fmt: skip
+    ratio, builds = v.overrun
+    which = "the split build of these logs" if builds == 1 else f"the {builds} split builds of these logs"
+    return (f"  expect about {_seconds(v.expected)}: {which} ended {ratio:.2f} × {'its' if builds == 1 else 'their'}"
+            f" floor{'' if builds == 1 else ' (median)'}")
 
 
 def _plural(count: int, noun: str) -> str:

@@ -167,6 +167,8 @@ def _advice_json(a: Analysis) -> dict[str, Any] | None:
                    "already_split": p.already_split, "measured_split": p.measured} for p in v.poles],
         "split_floor_seconds": None if v.split_floor is None else _r(v.split_floor),
         "split_extra_cpu_seconds": _r(v.split_extra_cpu),
+        "split_expected_seconds": None if v.expected is None else _r(v.expected),
+        "overrun": None if v.overrun is None else {"ratio": round(v.overrun[0], 4), "split_builds": v.overrun[1]},
         "serial_shares": {tool: {"share": round(share, 4), "from": how} for tool, share, how in v.serial},
         "setting": v.setting,
         "halves_floor_seconds": None if v.halves_floor is None else _r(v.halves_floor),
