@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_analysis import _pole_build, log_record, run_main, write_jsonl
+from test_analysis import _pole_build, log_record, ninja_log, run_main, write_jsonl
 
 from fast_nvcc.analysis import advice, analyze, load_build
 from fast_nvcc.analysis.readers import jobs_of_records, record_of
@@ -65,3 +65,21 @@ def test_the_advice_expects_its_floor_times_the_logged_split_builds_overrun(tmp_
     code, out, _ = run_main(capsys, tmp_path / "exact.jsonl", "-j", "4")
     assert "expect a build somewhat above that floor: no split build in these logs yet" in out
     assert "expect about" not in out
+
+
+def test_beside_a_ninja_log_the_split_builds_come_from_the_fast_nvcc_logs(tmp_path):
+    """analyze of a build directory (its .ninja_log) and FAST_NVCC_LOG files: the split builds
+    are the logs' sessions with split steps, whichever build the ninja log picks; here two of them
+    (ended 1.2 and 1.5 x their floors) and an exact one: the middle of two is the upper, 1.5."""
+    build_dir = tmp_path / "b"
+    build_dir.mkdir()
+    (build_dir / ".ninja_log").write_text(ninja_log([(0, 180_000, "relu_grouped.cu.o")]))
+    slower = _split_build(200_000.0)  # its cicc waited 30 s for a core: the same floor, 150 s
+    slower["wall_seconds"] = 150.0
+    slower["steps"][0].update(start=30.0, end=130.0, wait=30.0)
+    slower["steps"][1].update(start=130.0, end=150.0)
+    exact = [json.loads(line) for line in _pole_build(tmp_path).read_text().splitlines()]
+    log = write_jsonl(tmp_path / "all.jsonl", [*exact, _split_build(100_000.0), slower])
+    build = load_build([str(build_dir), str(log)])
+    assert len(build.split_builds) == 2
+    assert advice.schedule_overrun(build.split_builds, cores=4) == (pytest.approx(1.5), 2)
