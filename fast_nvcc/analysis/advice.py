@@ -51,10 +51,8 @@ def advise(jobs: Sequence[Job], *, cores: int, wall: float,
     """``measured``: each source's own split steps, from every build of the logs
     (:func:`source_serial_shares`); ``split_builds``: the jobs of each build of the logs that ran
     split steps (:func:`schedule_overrun`)."""
-    total = sum(_work(job) for job in jobs)
+    floor, total, own = _floor(jobs, cores=cores)
     share = total / max(1, cores)
-    own = {id(job): own_seconds(job, cores=cores) for job in jobs}
-    floor = max(max(own.values(), default=0.0), share)
     serial = _serial_shares(jobs)
     s = {tool: value for tool, value, _ in serial}
     by_source: dict[str, dict[str, tuple[float, int, float | None]]] = {}
@@ -99,8 +97,14 @@ def advise(jobs: Sequence[Job], *, cores: int, wall: float,
 def build_floor(jobs: Sequence[Job], *, cores: int) -> float:
     """No order of a build's work ends sooner: the longest compile's own path, or its work over
     the cores (:func:`own_seconds`, :func:`_work`), as :func:`advise` counts it."""
-    share = sum(_work(job) for job in jobs) / max(1, cores)
-    return max(max((own_seconds(job, cores=cores) for job in jobs), default=0.0), share)
+    return _floor(jobs, cores=cores)[0]
+
+
+def _floor(jobs: Sequence[Job], *, cores: int) -> tuple[float, float, dict[int, float]]:
+    """(:func:`build_floor`, the work summed, each job's own path by ``id``)."""
+    total = sum(_work(job) for job in jobs)
+    own = {id(job): own_seconds(job, cores=cores) for job in jobs}
+    return max(max(own.values(), default=0.0), total / max(1, cores)), total, own
 
 
 def schedule_overrun(builds: Iterable[Sequence[Job]], *, cores: int) -> tuple[float, int] | None:

@@ -40,7 +40,8 @@ def load_build(paths: Sequence[str], *, build: int = -1) -> Build:
     records = [record for path in fast_nvcc_logs for record in _read_fast_nvcc_log(path)]
     if ninja_logs:
         found = _load_ninja_build(ninja_logs[0], records, tuple(fast_nvcc_logs), build=build)
-        return replace(found, split_shares=source_serial_shares(records), split_builds=_split_builds(records))
+        return replace(found, split_shares=source_serial_shares(records),
+                       split_builds=_split_builds(split_sessions(records)))
     sessions = split_sessions(records)
     if not sessions:
         raise AnalysisError(f"{', '.join(fast_nvcc_logs)}: no compiles in the log")
@@ -52,14 +53,15 @@ def load_build(paths: Sequence[str], *, build: int = -1) -> Build:
         count=len(sessions),
         unjoined=len(records) - len(sessions[chosen]),
         split_shares=source_serial_shares(records),
-        split_builds=_split_builds(records),
+        split_builds=_split_builds(sessions),
     )
 
 
-def _split_builds(records: Sequence[CompileRecord]) -> tuple[tuple[Job, ...], ...]:
-    """The jobs of each build in the FAST_NVCC_LOG files that ran a split step (a step given
-    cores), oldest first: what a split build's schedule left above its floor is measured there."""
-    return tuple(tuple(jobs_of_records(session)) for session in split_sessions(records)
+def _split_builds(sessions: Sequence[Sequence[CompileRecord]]) -> tuple[tuple[Job, ...], ...]:
+    """The jobs of each build in the FAST_NVCC_LOG files (``split_sessions``) that ran a split
+    step (a step given cores), oldest first: what a split build's schedule left above its floor
+    is measured there."""
+    return tuple(tuple(jobs_of_records(session)) for session in sessions
                  if any(step.cores > 0 for record in session for step in record.steps))  # fmt: skip
 
 

@@ -313,13 +313,15 @@ def _measured_rows(v: Advice) -> list[tuple[str]]:
 def _expected_row(v: Advice) -> str:
     """What the advised build should take: the split floor times how far the logs' split builds
     ended above theirs; without one, that this is not measured yet."""
-    if v.overrun is None or v.expected is None:
+    if v.overrun is None or v.expected is None:  # (expected is None exactly when overrun is, here)
         return ("  expect a build somewhat above that floor: no split build in these logs yet to measure how far"
                 " (append the advised build's FAST_NVCC_LOG and analyze again)")  # fmt: skip
     ratio, builds = v.overrun
-    which = "the split build of these logs" if builds == 1 else f"the {builds} split builds of these logs"
-    return (f"  expect about {_seconds(v.expected)}: {which} ended {ratio:.2f} × {'its' if builds == 1 else 'their'}"
-            f" floor{'' if builds == 1 else ' (median)'}")
+    if builds == 1:
+        measured = f"the split build of these logs ended {ratio:.2f} × its floor"
+    else:
+        measured = f"the {builds} split builds of these logs ended {ratio:.2f} × their floor (median)"
+    return f"  expect about {_seconds(v.expected)}: {measured}"
 
 
 def _plural(count: int, noun: str) -> str:
