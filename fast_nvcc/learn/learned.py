@@ -209,6 +209,6 @@ def _one_core(record: Record) -> tuple[float, float | None]:
     of cpu, which ranked it below shorter ones on one core.  Its cpu is what one core would take,
     and its seconds of one thread at a time (``serial_seconds``) are the share no core shortens,
     from a step of a second or more (a shorter one keeps the share learned before)."""
-    if not record.core_timeline or not record.cpu_seconds:
+    if not record.ran_split:
         return record.one_core, None
     return record.one_core, measured_share(record.serial_seconds, record.cpu_seconds, seconds=record.seconds - record.stopped)

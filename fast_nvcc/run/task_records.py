@@ -95,13 +95,18 @@ class Record:
         self.stops.append((since, until))
 
     @property
+    def ran_split(self) -> bool:
+        """It ran on cores granted it (:mod:`.core_grants`) and its cpu was read."""
+        return bool(self.core_timeline and self.cpu_seconds)
+
+    @property
     def one_core(self) -> float:
         """The seconds one core would take for what it did: a split step's cpu (its threads ran
         side by side on the cores granted it, :mod:`.core_grants`), another step's time
         running, its stops left out.  What the history learns (fast_nvcc.learn.learned), and
         what a finished step's overrun is read in (ReadyQueue.rescale)."""
         took = self.seconds - self.stopped
-        return self.cpu_seconds if self.core_timeline and self.cpu_seconds else took
+        return self.cpu_seconds if self.ran_split else took
 
     @property
     def stopped(self) -> float:
