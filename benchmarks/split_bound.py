@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""How close to its floor can a split build end?  A fluid model of one build's FAST_NVCC_LOG.
+
+A split build's floor (te_build.py, cutlass_build.py) is max(the steps' cpu / cores, the longest
+compile's own path): every core busy to the end.  But a split cicc runs its front end and its
+tail in one thread, and so does its ptxas' parse and its last kernel: near the end of a build
+of a few long compiles (TE's seven long sources) some of those one-thread parts are left and
+the cores cannot all be busy, whatever the scheduler does.  This replays the build's own steps
+in a model with no machine in it:
+
+* each compile is a chain: its preprocessing and cudafe++ (one core), then per split step
+  (cicc, ptxas) a one-thread part, a part that runs on up to THREADS cores, another one-thread
+  part (the log's ``serial_seconds`` split as measured on TE's seven, 2026-11-29 round 28: a
+  cicc's front end min(FRONT, 30%) of them and its tail the rest; a ptxas' parse 3/4, its last
+  kernels 1/4); an unsplit step is one-thread; its host compile (and the other steps off the
+  chain) is one-core work that may run any time after the preprocessing;
+* cores are shared as a fluid, instantly: one-thread parts and each parallel part get a core
+  (shared out alike where they outnumber the cores), RESERVE cores go to the host compiles, and
+  the rest to the parallel parts, either **alike** (what a first build does: its split steps'
+  costs are unknown and they look alike) or **in an order** (costs known: the first compile
+  takes all it can use, then the next); the host compiles get what is left;
+* the steps take the cpu they took in the build (the log's), at any width.
+
+It prints the build's wall, its floor, and the model's end under alike shares and under the
+best order of the compiles found (every order up to 7 compiles, a sample beyond), each over the
+floor.  The model leaves out what the machine adds (a core granted and idle, steps that slow
+each other, the time a step waits for its slot), so the measured wall over the model's end is
+that; and the model's end over the floor is what no schedule of these costs avoids in it.
+
+    python3 benchmarks/split_bound.py FAST_NVCC_LOG.jsonl [--cores 16] [--threads 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cutlass_build import analyze_log
+
+FRONT = 11.0  # a split cicc's front end at most (seconds in one thread): 10.3-11.7 s for TE's long two
+PARSE = 0.75  # of a split ptxas' one-thread seconds, its parse before its threads start
+RESERVES = (0, 1, 2, 3)  # cores held for the host compiles, each tried
+REFINE = 20  # the best orders at the coarse step tried again at the fine one
+SAMPLE = 2000  # orders tried where there are more than 7 compiles (7! = 5040 are all tried)
+
+
+@dataclass
+class Compile:
+    name: str
+    chain: list[tuple[bool, float]]  # (parallel?, cpu seconds), in order
+    filler: float  # one-core work off the chain (the host compile), after the first part
+    # the run's state
+    part: int = 0
+    left: float = 0.0
+    filler_left: float = 0.0
+    end: float | None = field(default=None)
+    filler_end: float = 0.0
+
+    def reset(self) -> None:
+        self.part, self.end, self.filler_left, self.filler_end = 0, None, self.filler, 0.0
+        self.left = self.chain[0][1]
+
+    @property
+    def parallel(self) -> bool:
+        return self.end is None and self.chain[self.part][0]
+
+
+def compiles_of(records: Sequence[dict]) -> list[Compile]:
+    """Each compile of a build's log as the model's chain (one device chain: a compile's other
+    architectures' steps are one-core work off it, as its host compile is)."""
+    found = []
+    for record in records:
+        steps = [s for s in record.get("steps", ()) if s.get("state") == "done" and s.get("cpu_seconds")]
+        pre = max((s["cpu_seconds"] for s in steps if s.get("kind") == "preprocess"), default=0.0)
+        pre += sum(s["cpu_seconds"] for s in steps if s.get("kind") == "cudafe++")
+        arch = max((_target(s) for s in steps if s["tool"] in ("cicc", "ptxas")),
+                   key=lambda a: sum(s["cpu_seconds"] for s in steps if _target(s) == a), default=None)  # fmt: skip
+        chain: list[tuple[bool, float]] = [(False, pre)]
+        on_chain = set()
+        for step in steps:
+            if step["tool"] not in ("cicc", "ptxas") or _target(step) != arch:
+                continue
+            on_chain.add(id(step))
+            cpu, serial = step["cpu_seconds"], step.get("serial_seconds")
+            if serial is None or not step.get("cores"):
+                chain.append((False, cpu))
+                continue
+            serial = min(serial, cpu)
+            first = min(FRONT, 0.3 * serial) if step["tool"] == "cicc" else PARSE * serial
+            chain += [(False, first), (True, cpu - serial), (False, serial - first)]
+        filler = sum(s["cpu_seconds"] for s in steps if id(s) not in on_chain
+                     and s.get("kind") not in ("preprocess", "cudafe++") and "stub" not in s["tool"])  # fmt: skip
+        name = Path((record.get("sources") or ["?"])[0]).name
+        found.append(Compile(name, [part for part in chain if part[1] > 0] or [(False, pre)], filler))
+    return found
+
+
+def _target(step: dict) -> str:
+    """A step's GPU generation: a cicc's compute_90 and its ptxas' sm_90 are one chain."""
+    return (step.get("arch") or "").rpartition("_")[2]
+
+
+def simulate(compiles: Sequence[Compile], *, cores: int, threads: int, order: Sequence[int] | None,
+             reserve: int, dt: float = 0.1) -> float:  # fmt: skip
+    """When the last compile ends, its cores shared as the module says: ``order`` (indices into
+    ``compiles``, first served first) or alike (None)."""
+    for c in compiles:
+        c.reset()
+    rank = {id(compiles[i]): n for n, i in enumerate(order)} if order is not None else {}
+    now = 0.0
+    while any(c.end is None or c.filler_left > 0 for c in compiles):
+        running = [c for c in compiles if c.end is None]
+        fillers = [c for c in compiles if c.filler_left > 0 and (c.end is not None or c.part > 0)]
+        parallel = [c for c in running if c.parallel]
+        serial = len(running) - len(parallel)
+        held = min(reserve, len(fillers))
+        free = cores - serial - held - len(parallel)
+        share = {id(c): 1.0 for c in parallel}
+        if free > 0 and parallel:
+            if order is None:
+                for c in parallel:
+                    share[id(c)] = min(threads, 1.0 + free / len(parallel))
+            else:
+                for c in sorted(parallel, key=lambda c: rank[id(c)]):
+                    share[id(c)] += min(threads - 1.0, free - (sum(share.values()) - len(parallel)))
+        busy = serial + held + sum(share.values())
+        scale = min(1.0, cores / busy) if busy else 1.0  # more one-thread parts than cores: shared
+        spare = max(0.0, cores - busy)
+        each_filler = min(1.0, (held + spare) / len(fillers)) * scale if fillers else 0.0
+        for c in running:
+            rate = share.get(id(c), 1.0) * scale
+            c.left -= rate * dt
+            while c.left <= 1e-9 and c.end is None:  # the part ended within dt: the next one runs on
+                over = -c.left / rate  # (seconds of dt left after the part's end)
+                c.part += 1
+                if c.part == len(c.chain):
+                    c.end = now + dt - over
+                else:
+                    rate = rate if c.chain[c.part][0] else min(rate, scale)  # a one-thread part: one core
+                    c.left = c.chain[c.part][1] - over * rate
+        for c in fillers:
+            c.filler_left -= each_filler * dt
+            if c.filler_left <= 0:
+                c.filler_end = now + dt + c.filler_left / each_filler
+        now += dt
+    return max(max(c.end or 0.0, c.filler_end) for c in compiles)
+
+
+def bounds(compiles: Sequence[Compile], *, cores: int, threads: int, dt: float = 0.1) -> dict:
+    """The model's end with alike shares, and with the best order found (and that order)."""
+    alike = min(simulate(compiles, cores=cores, threads=threads, order=None, reserve=r, dt=dt) for r in RESERVES)
+    orders = list(itertools.permutations(range(len(compiles))))
+    if len(compiles) > 7:
+        orders = random.Random(0).sample(orders, SAMPLE)  # (only for small builds: 8! is 40,320)
+    # every order at a coarse step, then the best few again at ``dt``
+    coarse = sorted((simulate(compiles, cores=cores, threads=threads, order=order, reserve=reserve, dt=10 * dt),
+                     order, reserve) for order in orders for reserve in RESERVES)  # fmt: skip
+    best, best_order = min((simulate(compiles, cores=cores, threads=threads, order=order, reserve=reserve, dt=dt), order)
+                           for _, order, reserve in coarse[:REFINE])  # fmt: skip
+    return {"alike": alike, "ordered": best, "order": [compiles[i].name for i in best_order]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("log", help="FAST_NVCC_LOG of one build (JSON lines, one per compile)")
+    parser.add_argument("--cores", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=16, help="--split-compile N: the most cores a split step uses")
+    parser.add_argument("--dt", type=float, default=0.1, help="the model's time step (seconds)")
+    args = parser.parse_args(argv)
+    records = [json.loads(line) for line in Path(args.log).read_text().splitlines() if line.strip()]
+    if not records:
+        print(f"split_bound: error: no records in {args.log}", file=sys.stderr)
+        return 1
+    wall = max(r["run_start"] + r["wall_seconds"] for r in records) - min(r["run_start"] for r in records)
+    floor = analyze_log(records, cores=args.cores)["floor_seconds"]
+    compiles = compiles_of(records)
+    if len(compiles) > 9:
+        print("split_bound: error: the model searches the orders of at most 9 compiles", file=sys.stderr)
+        return 1
+    found = bounds(compiles, cores=args.cores, threads=args.threads, dt=args.dt)
+    print(f"{args.log}: {len(compiles)} compiles on {args.cores} cores")
+    print("| | seconds | over the floor |\n|---|---:|---:|")
+    print(f"| floor (cpu / cores, longest own path) | {floor:.1f} | 1.00 |")
+    print(f"| model, split steps' cores alike (a first build) | {found['alike']:.1f} | {found['alike'] / floor:.3f} |")
+    print(f"| model, the best order of the compiles | {found['ordered']:.1f} | {found['ordered'] / floor:.3f} |")
+    print(f"| the build, measured | {wall:.1f} | {wall / floor:.3f} |")
+    print(f"best order: {', '.join(found['order'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
