@@ -132,7 +132,11 @@ def simulate(compiles: Sequence[Compile], *, cores: int, threads: int, order: Se
         busy = serial + held + sum(share.values())
         scale = min(1.0, cores / busy) if busy else 1.0  # more one-thread parts than cores: shared
         spare = max(0.0, cores - busy)
-        each_filler = min(1.0, (held + spare) / len(fillers)) * scale if fillers else 0.0
+        # the host compiles with the most left first, one core each (as the pool ranks them by path)
+        cores_for_fillers, gets = held + spare, {}
+        for c in sorted(fillers, key=lambda c: -c.filler_left):
+            gets[id(c)] = min(1.0, max(0.0, cores_for_fillers)) * scale
+            cores_for_fillers -= 1.0
         for c in running:
             rate = share.get(id(c), 1.0) * scale
             c.left -= rate * dt
@@ -145,9 +149,9 @@ def simulate(compiles: Sequence[Compile], *, cores: int, threads: int, order: Se
                     rate = rate if c.chain[c.part][0] else min(rate, scale)  # a one-thread part: one core
                     c.left = c.chain[c.part][1] - over * rate
         for c in fillers:
-            c.filler_left -= each_filler * dt
+            c.filler_left -= gets[id(c)] * dt
             if c.filler_left <= 0:
-                c.filler_end = now + dt + c.filler_left / each_filler
+                c.filler_end = now + dt + c.filler_left / gets[id(c)]
         now += dt
     return max(max(c.end or 0.0, c.filler_end) for c in compiles)
 
