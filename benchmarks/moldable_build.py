@@ -128,6 +128,8 @@ def split_cores(records: list[dict]) -> str:
     for record in records:
         if not any(s.endswith("long.cu") for s in record.get("sources", ())):
             continue
+        if "steps" not in record:  # passed to nvcc whole (mode passthrough)
+            return f"long.cu ran as nvcc ({record.get('mode')}: {record.get('reason', '?')})"
         for step in record["steps"]:
             if step.get("tool") == "cicc" and step.get("cores_at"):
                 at = [*step["cores_at"], [step["end"], 0]]
