@@ -136,6 +136,9 @@ def run(config: Config, args: Sequence[str]) -> int:
         shutil.rmtree(owner.path, ignore_errors=True)
         owner.release()
         learned.close()  # before nvcc takes the process over
+        if isinstance(exc, ImportError):  # run by a Python without fast_nvcc's dependencies: say so
+            print(f"fast_nvcc: warning: {exc}: running nvcc unchanged (pip install fast_nvcc's dependencies:"
+                  " networkx, psutil)", file=sys.stderr, flush=True)  # fmt: skip
         return run_unchanged(replace(invocation, passthrough=f"cannot build the graph: {exc!r}"),
                              log=config.log, started=started, say=say)  # fmt: skip
     try:
