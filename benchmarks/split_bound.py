@@ -15,15 +15,17 @@ in a model with no machine in it:
   kernels 1/4); an unsplit step is one-thread; its host compile (and the other steps off the
   chain) is one-core work that may run any time after the preprocessing;
 * cores are shared as a fluid, instantly: one-thread parts and each parallel part get a core
-  (shared out alike where they outnumber the cores), RESERVE cores go to the host compiles, and
-  the rest to the parallel parts, either **alike** (what a first build does: its split steps'
-  costs are unknown and they look alike) or **in an order** (costs known: the first compile
-  takes all it can use, then the next); the host compiles get what is left;
+  (shared out alike where they outnumber the cores), RESERVE cores go to the host compiles (the
+  one with the most left first), and the rest to the parallel parts: **alike** (what a first
+  build does: its split steps' costs are unknown and they look alike), **to the longest
+  remaining path** on the cores each holds (fast_nvcc's rule once costs are learned:
+  core_grants.on_cores), or **in an order** (the first compile takes all it can use, then the
+  next): the stub probes' seconds' (what a first build sees seconds in), the most work first,
+  and the best of every order; the host compiles get what is left;
 * the steps take the cpu they took in the build (the log's), at any width.
 
-It prints the build's wall, its floor, and the model's end under alike shares and under the
-best order of the compiles found (every order up to 7 compiles, a sample beyond), each over the
-floor.  The model leaves out what the machine adds (a core granted and idle, steps that slow
+It prints the build's wall, its floor, and the model's end under each rule (the best order
+from every order up to 7 compiles, a sample beyond), each over the floor.  The model leaves out what the machine adds (a core granted and idle, steps that slow
 each other, the time a step waits for its slot), so the measured wall over the model's end is
 that; and the model's end over the floor is what no schedule of these costs avoids in it.
 
@@ -55,6 +57,7 @@ class Compile:
     name: str
     chain: list[tuple[bool, float]]  # (parallel?, cpu seconds), in order
     filler: float  # one-core work off the chain (the host compile), after the first part
+    probe: float = 0.0  # its urgent stub probe's seconds (cicc's front end alone): what a first build sees
     # the run's state
     part: int = 0
     left: float = 0.0
@@ -69,6 +72,11 @@ class Compile:
     @property
     def parallel(self) -> bool:
         return self.end is None and self.chain[self.part][0]
+
+    def path_on(self, cores: float) -> float:
+        """Its remaining one-thread seconds plus its remaining parallel work on ``cores``."""
+        rest = [(par, self.left if n == 0 else x) for n, (par, x) in enumerate(self.chain[self.part:])]
+        return sum(x for par, x in rest if not par) + sum(x for par, x in rest if par) / cores
 
 
 def compiles_of(records: Sequence[dict]) -> list[Compile]:
@@ -97,7 +105,8 @@ def compiles_of(records: Sequence[dict]) -> list[Compile]:
         filler = sum(s["cpu_seconds"] for s in steps if id(s) not in on_chain
                      and s.get("kind") not in ("preprocess", "cudafe++") and "stub" not in s["tool"])  # fmt: skip
         name = Path((record.get("sources") or ["?"])[0]).name
-        found.append(Compile(name, [part for part in chain if part[1] > 0] or [(False, pre)], filler))
+        probe = max((s["end"] - s["start"] for s in steps if s["tool"] == "cicc stub"), default=0.0)
+        found.append(Compile(name, [part for part in chain if part[1] > 0] or [(False, pre)], filler, probe))
     return found
 
 
@@ -106,13 +115,17 @@ def _target(step: dict) -> str:
     return (step.get("arch") or "").rpartition("_")[2]
 
 
-def simulate(compiles: Sequence[Compile], *, cores: int, threads: int, order: Sequence[int] | None,
+PATHS = "paths"  # the learned rule: cores to the longest remaining path on the cores held (core_grants.on_cores)
+
+
+def simulate(compiles: Sequence[Compile], *, cores: int, threads: int, policy: Sequence[int] | str | None,
              reserve: int, dt: float = 0.1) -> float:  # fmt: skip
-    """When the last compile ends, its cores shared as the module says: ``order`` (indices into
-    ``compiles``, first served first) or alike (None)."""
+    """When the last compile ends, the cores of its parallel parts shared as ``policy`` says:
+    alike (None), in an order (indices into ``compiles``, first served first), or to the
+    longest remaining path on the cores each holds (PATHS)."""
     for c in compiles:
         c.reset()
-    rank = {id(compiles[i]): n for n, i in enumerate(order)} if order is not None else {}
+    rank = {id(compiles[i]): n for n, i in enumerate(policy)} if not isinstance(policy, (str, type(None))) else {}
     now = 0.0
     while any(c.end is None or c.filler_left > 0 for c in compiles):
         running = [c for c in compiles if c.end is None]
@@ -123,9 +136,14 @@ def simulate(compiles: Sequence[Compile], *, cores: int, threads: int, order: Se
         free = cores - serial - held - len(parallel)
         share = {id(c): 1.0 for c in parallel}
         if free > 0 and parallel:
-            if order is None:
+            if policy is None:
                 for c in parallel:
                     share[id(c)] = min(threads, 1.0 + free / len(parallel))
+            elif policy == PATHS:
+                while free >= 0.25 and (wanting := [c for c in parallel if share[id(c)] < threads]):
+                    longest = max(wanting, key=lambda c: c.path_on(share[id(c)]))
+                    share[id(longest)] += 0.25
+                    free -= 0.25
             else:
                 for c in sorted(parallel, key=lambda c: rank[id(c)]):
                     share[id(c)] += min(threads - 1.0, free - (sum(share.values()) - len(parallel)))
@@ -157,17 +175,31 @@ def simulate(compiles: Sequence[Compile], *, cores: int, threads: int, order: Se
 
 
 def bounds(compiles: Sequence[Compile], *, cores: int, threads: int, dt: float = 0.1) -> dict:
-    """The model's end with alike shares, and with the best order found (and that order)."""
-    alike = min(simulate(compiles, cores=cores, threads=threads, order=None, reserve=r, dt=dt) for r in RESERVES)
-    orders = list(itertools.permutations(range(len(compiles))))
+    """The model's end under each policy, each at its best reserve for the host compiles, and
+    the best order found (and that order)."""
+    def end(policy: Sequence[int] | str | None) -> float:
+        return min(simulate(compiles, cores=cores, threads=threads, policy=policy, reserve=r, dt=dt) for r in RESERVES)
+
+    n = range(len(compiles))
+    found = {"alike": end(None), "paths": end(PATHS),
+             "probe": end(sorted(n, key=lambda i: -compiles[i].probe)),
+             "work": end(sorted(n, key=lambda i: -sum(x for _, x in compiles[i].chain)))}  # fmt: skip
+    orders = list(itertools.permutations(n))
     if len(compiles) > 7:
         orders = random.Random(0).sample(orders, SAMPLE)  # (only for small builds: 8! is 40,320)
     # every order at a coarse step, then the best few again at ``dt``
-    coarse = sorted((simulate(compiles, cores=cores, threads=threads, order=order, reserve=reserve, dt=10 * dt),
+    coarse = sorted((simulate(compiles, cores=cores, threads=threads, policy=order, reserve=reserve, dt=10 * dt),
                      order, reserve) for order in orders for reserve in RESERVES)  # fmt: skip
-    best, best_order = min((simulate(compiles, cores=cores, threads=threads, order=order, reserve=reserve, dt=dt), order)
+    best, best_order = min((simulate(compiles, cores=cores, threads=threads, policy=order, reserve=reserve, dt=dt), order)
                            for _, order, reserve in coarse[:REFINE])  # fmt: skip
-    return {"alike": alike, "ordered": best, "order": [compiles[i].name for i in best_order]}
+    return {**found, "ordered": best, "order": [compiles[i].name for i in best_order]}
+
+
+ROWS = [("alike", "split steps' cores alike (a first build)"),
+        ("paths", "to the longest remaining path on the cores held (the learned rule)"),
+        ("probe", "in the order of the stub probes' seconds (what a first build sees)"),
+        ("work", "most work first (the costs known)"),
+        ("ordered", "the best order of the compiles found")]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -191,8 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{args.log}: {len(compiles)} compiles on {args.cores} cores")
     print("| | seconds | over the floor |\n|---|---:|---:|")
     print(f"| floor (cpu / cores, longest own path) | {floor:.1f} | 1.00 |")
-    print(f"| model, split steps' cores alike (a first build) | {found['alike']:.1f} | {found['alike'] / floor:.3f} |")
-    print(f"| model, the best order of the compiles | {found['ordered']:.1f} | {found['ordered'] / floor:.3f} |")
+    for key, label in ROWS:
+        print(f"| model, {label} | {found[key]:.1f} | {found[key] / floor:.3f} |")
     print(f"| the build, measured | {wall:.1f} | {wall / floor:.3f} |")
     print(f"best order: {', '.join(found['order'])}")
     return 0

@@ -20,7 +20,7 @@ def step(tool: str, kind: str, arch: str | None, start: float, cpu: float, **ext
             **extra}  # fmt: skip
 
 
-def record(source: str, *, cicc: tuple[float, float], ptxas: float, host: float) -> dict:
+def record(source: str, *, cicc: tuple[float, float], ptxas: float, host: float, probe: float = 2.0) -> dict:
     """A compile: 1 s of preprocessing and cudafe++, a split cicc of ``cicc`` (cpu, one-thread
     seconds), an unsplit ptxas of ``ptxas`` seconds, a host compile of ``host`` seconds."""
     cpu, serial = cicc
@@ -29,7 +29,7 @@ def record(source: str, *, cicc: tuple[float, float], ptxas: float, host: float)
             "sources": [source], "run_start": 100.0, "wall_seconds": 1.0 + cpu + ptxas,
             "steps": [step("g++ -E", "preprocess", "compute_90", 0.0, 0.5), step("g++ -E", "preprocess", None, 0.0, 0.4),
                       step("cudafe++", "cudafe++", None, 0.5, 0.5),
-                      step("cicc stub", "cicc", "compute_90", 0.5, 2.0),
+                      step("cicc stub", "cicc", "compute_90", 0.5, probe),
                       step("cicc", "cicc", "compute_90", 1.0, cpu, serial_seconds=serial, cores=4),
                       step("ptxas", "ptxas", "sm_90", 1.0 + cpu, ptxas),
                       step("cc1plus", "host-compile", None, 1.0, host)]}  # fmt: skip
@@ -50,13 +50,18 @@ def test_a_long_tail_served_first_ends_sooner_than_cores_alike():
     # end 6.3 s, light.cu's 0.3 s).  Alike, light.cu takes 7 cores while heavy.cu's front end
     # runs, then each 4: heavy.cu's parallel part ends at 27.05 s, its tail at 41.75 s.  heavy.cu
     # first (7 cores from 7.3 s) ends at 36.3 s, light.cu in heavy.cu's tail, before it.
-    heavy = record("heavy.cu", cicc=(121.0, 21.0), ptxas=0.0, host=0.0)
-    light = record("light.cu", cicc=(101.0, 1.0), ptxas=0.0, host=0.0)
+    # Most work first and the probes' order (heavy.cu's front end alone took longer) serve it first.
+    heavy = record("heavy.cu", cicc=(121.0, 21.0), ptxas=0.0, host=0.0, probe=4.0)
+    light = record("light.cu", cicc=(101.0, 1.0), ptxas=0.0, host=0.0, probe=2.0)
     compiles = split_bound.compiles_of([light, heavy])
     found = split_bound.bounds(compiles, cores=8, threads=16, dt=0.01)
     assert found["alike"] == pytest.approx(41.75, abs=0.1)
     assert found["ordered"] == pytest.approx(36.3, abs=0.1)
     assert found["order"][0] == "heavy.cu"
+    assert found["work"] == pytest.approx(36.3, abs=0.1) and found["probe"] == pytest.approx(36.3, abs=0.1)
+    # The learned rule evens the two paths out: heavy.cu's, with its one-thread tail, gets more
+    # cores than light.cu's, not all of them.
+    assert found["ordered"] < found["paths"] < found["alike"]
 
 
 def test_the_table_puts_the_build_and_the_model_over_its_floor(tmp_path, capsys):
@@ -66,6 +71,7 @@ def test_the_table_puts_the_build_and_the_model_over_its_floor(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "| floor (cpu / cores, longest own path) |" in out
     assert "| model, split steps' cores alike (a first build) |" in out
+    assert "| model, most work first (the costs known) |" in out
     assert "| the build, measured | 35.0 |" in out
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
