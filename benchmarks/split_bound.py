@@ -25,9 +25,11 @@ in a model with no machine in it:
 * the steps take the cpu they took in the build (the log's), at any width.
 
 It prints the build's wall, its floor, and the model's end under each rule (the best order
-from every order up to 7 compiles, a sample beyond), each over the floor.  The model leaves out what the machine adds (a core granted and idle, steps that slow
-each other, the time a step waits for its slot), so the measured wall over the model's end is
-that; and the model's end over the floor is what no schedule of these costs avoids in it.
+from every order up to 7 compiles, a sample beyond), each over the floor.  The model leaves out
+what the machine adds (a core granted and idle, steps that slow each other, the time a step
+waits for its slot), so the measured wall over the model's end under the build's own rule is
+that; and the best order's end over the floor is what the best schedule found of these costs
+leaves above it (an upper bound of the best possible, in the model).
 
     python3 benchmarks/split_bound.py FAST_NVCC_LOG.jsonl [--cores 16] [--threads 16]
 """
