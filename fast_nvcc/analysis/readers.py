@@ -193,6 +193,7 @@ def record_of(data: dict[str, Any]) -> CompileRecord:
         pool=int(data["jobs"]) if isinstance(data.get("jobs"), int) and data["jobs"] > 0 else None,
         device_trace=_device_trace_of(data.get("device_trace")),
         own_cpu=_float_or_none(data.get("own_cpu_seconds")),
+        reason=str(data.get("reason") or ""),
     )
 
 

@@ -109,6 +109,7 @@ class CompileRecord:
     device_trace: tuple[str, str] | None = None  # (sidecar file, record id) of --device-trace
     device: tuple[ToolCosts, ...] = ()
     own_cpu: float | None = None  # fast_nvcc's own cpu seconds (start-up, scheduling), beside its steps'
+    reason: str = ""  # why it ran nvcc unchanged (mode "passthrough"): a --version, or a graph it could not build
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -94,6 +95,7 @@ def _measures_table(a: Analysis) -> Table:
     worst = a.bound.upper
     rows += [
         ("jobs", _jobs_note(a.build)),
+        *([("ran as plain nvcc", unchanged)] if (unchanged := _unchanged_note(a.build)) else []),
         ("sum of job times", f"{_seconds(a.job_seconds)}, the jobs' elapsed times added up"),
         ("effective parallelism", (f"{a.parallelism:.2f} jobs at once on average (sum / wall;"
                                    f" {a.parallelism / a.slots:.0%} of {_plural(a.slots, 'slot')})")),
@@ -430,6 +432,18 @@ def _jobs_note(build: Build) -> str:
     if build.ninja_log:
         return str(len(build.jobs))
     return f"{_plural(len(build.jobs), 'fast_nvcc compile')} ({others} of other builds)"
+
+
+def _unchanged_note(build: Build) -> str | None:
+    """The compiles fast_nvcc passed to nvcc whole, by reason (None: none did): deliberate ones
+    (a --version, FAST_NVCC_DISABLE) and failures alike (a Python without psutil: every compile
+    of the build at nvcc's speed, and only FAST_NVCC_LOG saying so)."""
+    reasons = Counter(r.reason or "no reason logged" for r in build.records if r.mode == "passthrough")
+    if not reasons:
+        return None
+    total = sum(reasons.values())
+    return (f"{total} of {_plural(len(build.records), 'compile')}: "
+            + "; ".join(f"{reason} ({count})" for reason, count in reasons.most_common()))  # fmt: skip
 
 
 def _longest_step(job: Job) -> str:

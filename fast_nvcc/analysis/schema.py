@@ -37,6 +37,7 @@ class CompileJson(TypedDict):
     fast_nvcc_wall_seconds: float
     exit_code: int | None
     mode: str
+    reason: str
     steps: int
     phases: dict[str, float]
 
@@ -219,6 +220,7 @@ def _compile_json(job: Job) -> CompileJson:
         "fast_nvcc_wall_seconds": _r(record.wall_seconds),
         "exit_code": record.exit_code,
         "mode": record.mode,
+        "reason": record.reason,
         "steps": sum(1 for s in record.steps if s.tool not in BOOKKEEPING_TOOLS),
         "phases": {p.kind: _r(p.seconds) for p in sum_phases((record,), by_arch=False)},
     }

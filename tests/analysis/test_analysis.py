@@ -372,6 +372,26 @@ def test_fast_nvcc_log_alone(tmp_path, capsys):
     assert "ptxas       sm_100a       12.00" in out and "a.o, a.o.d" in out
 
 
+def test_compiles_passed_to_nvcc_whole_are_counted_by_reason(tmp_path, capsys):
+    """A Python without psutil passes every compile to nvcc whole (FAST_NVCC_LOG's mode
+    passthrough, with its reason): the report says how many and why, the JSON each one's reason."""
+    unchanged = [{**log_record(1000.0 + n, 10.0, []), "mode": "passthrough", "steps": [],
+                  "reason": "cannot build the graph: ModuleNotFoundError(\"No module named 'psutil'\")"}
+                 for n in range(2)]  # fmt: skip
+    version = {**log_record(1003.0, 0.1, []), "mode": "passthrough", "steps": [], "reason": "prints nvcc's version"}
+    log = write_jsonl(tmp_path / "log.jsonl", [*unchanged, version, log_record(1004.0, 13.0, ["/b/a.o"], STEPS)])
+    code, out, _ = run_main(capsys, log)
+    assert code == 0
+    line = next(line for line in out.splitlines() if "ran as plain nvcc" in line)
+    assert ("3 of 4 compiles: cannot build the graph: ModuleNotFoundError(\"No module named 'psutil'\") (2);"
+            " prints nvcc's version (1)") in line  # fmt: skip
+    code, out, _ = run_main(capsys, log, "--format", "json")
+    reasons = [c["reason"] for c in json.loads(out)["compiles"]]
+    assert sorted(reasons) == ["", *[unchanged[0]["reason"]] * 2, "prints nvcc's version"]
+    code, out, _ = run_main(capsys, write_jsonl(tmp_path / "dag.jsonl", [log_record(1004.0, 13.0, ["/b/a.o"], STEPS)]))
+    assert "ran as plain nvcc" not in out  # none did: no line
+
+
 def test_builds_count_by_time_not_by_file_order(tmp_path, capsys):
     """Logs of two machines given newest first (an exact build's log, then the log of a split
     build run earlier elsewhere): --build 1 is the earlier build, and the banner says when it
