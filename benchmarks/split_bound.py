@@ -127,7 +127,7 @@ def simulate(compiles: Sequence[Compile], *, cores: int, threads: int, policy: S
     longest remaining path on the cores each holds (PATHS)."""
     for c in compiles:
         c.reset()
-    rank = {id(compiles[i]): n for n, i in enumerate(policy)} if not isinstance(policy, (str, type(None))) else {}
+    rank = {} if policy is None or policy == PATHS else {id(compiles[i]): n for n, i in enumerate(policy)}
     now = 0.0
     while any(c.end is None or c.filler_left > 0 for c in compiles):
         running = [c for c in compiles if c.end is None]
@@ -148,7 +148,9 @@ def simulate(compiles: Sequence[Compile], *, cores: int, threads: int, policy: S
                     free -= 0.25
             else:
                 for c in sorted(parallel, key=lambda c: rank[id(c)]):
-                    share[id(c)] += min(threads - 1.0, free - (sum(share.values()) - len(parallel)))
+                    extra = min(threads - 1.0, free)
+                    share[id(c)] += extra
+                    free -= extra
         busy = serial + held + sum(share.values())
         scale = min(1.0, cores / busy) if busy else 1.0  # more one-thread parts than cores: shared
         spare = max(0.0, cores - busy)

@@ -174,7 +174,7 @@ def test_a_python_without_the_dependencies_says_so_and_runs_nvcc(nvcc, sources, 
     """Run by a Python that lacks psutil (here hidden), fast_nvcc cannot build its graph: nvcc
     compiles the file unchanged, and one line says why fast_nvcc did not run it."""
     hide = "import sys; sys.modules['psutil'] = None; from fast_nvcc.cli import main; sys.exit(main())"
-    command = [sys.executable, "-c", hide, *fast_nvcc_command(nvcc, ["-c", "kernel.cu", I, "-o", "k.o"])[3:]]
+    command = [sys.executable, "-c", hide, "--nvcc", nvcc, "--", "-c", "kernel.cu", I, "-o", "k.o"]
     outcome = run_tool(command, cwd=sources, tmpdir=tmp_path / "t")
     assert outcome.returncode == 0 and (sources / "k.o").exists()
     (line,) = outcome.stderr.decode().splitlines()
