@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from .cpus import usable_cpus
-from .process_tree import children, running
+from .process_tree import children, command_line, name, parent, running
 
 # How far up the process tree to look: ninja -> sh -> fast_nvcc, with room for one launcher
 # script in between.  Not further: a make far above (a CI job's, say) does not run our compiles.
@@ -34,21 +34,16 @@ class BuildTool:
 
 def find_build_tool(pid: int | None = None) -> BuildTool | None:
     """The nearest ninja or make among this process's ancestors, with its job limit."""
-    import psutil
-
-    try:
-        process = psutil.Process(pid if pid is not None else os.getpid())
-        for _ in range(_DEPTH):
-            process = process.parent()
-            if process is None:
-                return None
-            name = os.path.basename(process.name())
-            kind = _TOOLS.get(name)
-            if kind is None:
-                continue
-            return BuildTool(process.pid, kind, job_limit(kind, process.cmdline()))
-    except (psutil.Error, OSError):
-        return None
+    process: int | None = pid if pid is not None else os.getpid()
+    for _ in range(_DEPTH):
+        process = parent(process) if process else None
+        if not process:
+            return None
+        kind = _TOOLS.get(name(process) or "")
+        if kind is None:
+            continue
+        argv = command_line(process)
+        return None if argv is None else BuildTool(process, kind, job_limit(kind, argv))
     return None
 
 

@@ -1,11 +1,14 @@
-"""A process's children, read from its own files under /proc.
+"""A process's children, parent, name and command line, read from its own files under /proc.
 
 psutil's ``Process.children()`` finds them by reading every process of the machine (each one's
 parent): about 12 µs a process, so 0.8 ms on this 2-core machine with 66 processes and several
 milliseconds on a 16-core build machine with hundreds, and each compile asks for the build
 tool's children twice a second (:mod:`.buildtool`).  Linux lists each thread's children in
 ``/proc/PID/task/TID/children`` (CONFIG_PROC_CHILDREN): a few reads, whatever the machine runs.
-psutil where the kernel has no such files."""
+psutil where the kernel has no such files.  A compile's way to its build tool (its ancestors'
+names and command lines) and a work directory's owner (alive?) are read here too: importing
+psutil for them was 9-16 ms of every compile's 0.14 s of own cpu (docs/benchmarks.md,
+2026-12-01)."""
 
 from __future__ import annotations
 
@@ -40,6 +43,39 @@ def children(pid: int) -> list[int] | None:
         with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
             found += [int(child) for child in handle.read().split()]
     return found
+
+
+def parent(pid: int) -> int | None:
+    """The parent of ``pid`` (0: none); None when ``pid`` is gone."""
+    fields = _stat(pid)
+    return None if fields is None else int(fields[1].split()[1])
+
+
+def name(pid: int) -> str | None:
+    """The command name of ``pid`` (the kernel keeps 15 characters of it); None when it is gone."""
+    fields = _stat(pid)
+    return None if fields is None else fields[0]
+
+
+def command_line(pid: int) -> list[str] | None:
+    """The arguments ``pid`` runs with; None when it is gone (or a zombie, which has none)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            words = handle.read().split(b"\0")
+    except OSError:
+        return None
+    return [os.fsdecode(word) for word in words[:-1]] or None
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """``/proc/PID/stat`` as (the command name, what follows it); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # The name is in parentheses and may hold spaces and parentheses itself.
+    return os.fsdecode(stat[stat.find(b"(") + 1 : stat.rfind(b")")]), os.fsdecode(stat[stat.rfind(b")") + 1 :])
 
 
 def running(pid: int) -> bool:

@@ -23,6 +23,8 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..machine.process_tree import running
+
 PREFIX = "fast_nvcc-"
 OWNER = ".owner"
 _PID_DIGITS = slice(len("tmpxft_"), len("tmpxft_00000000"))
@@ -88,7 +90,7 @@ def remove_if_dead(workdir: str) -> bool:
             lines = handle.read().decode("utf-8", "surrogateescape").splitlines()
         tag, dirs = (lines[0], lines[1:]) if lines else ("", [])
         if tag:
-            if _pid_in_use(int(tag[_PID_DIGITS], 16)):
+            if running(int(tag[_PID_DIGITS], 16)):  # (a zombie has given up everything already)
                 return False  # its pid lives again: its temp files may be another's now
             pattern = glob.escape(tag[: _PID_DIGITS.stop]) + "_*"
             for path in (p for d in dirs for p in glob.glob(os.path.join(glob.escape(d), pattern))):
@@ -99,13 +101,3 @@ def remove_if_dead(workdir: str) -> bool:
     finally:
         os.close(fd)
 
-
-def _pid_in_use(pid: int) -> bool:
-    """A process has ``pid`` and is not a zombie (a killed compile whose parent has not
-    reaped it yet has given up everything already)."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False

@@ -1,5 +1,6 @@
 """fast_nvcc.machine.process_tree: a process's children from its own /proc files, as psutil
-finds them by reading every process of the machine; a zombie is not running."""
+finds them by reading every process of the machine; its parent, name and command line as
+psutil reads them; a zombie is not running."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import time
 
 import psutil
 
-from fast_nvcc.machine.process_tree import children, children_files, running
+from fast_nvcc.machine.process_tree import (
+    children,
+    children_files,
+    command_line,
+    name,
+    parent,
+    running,
+)
 
 
 def test_children_are_psutils_and_a_zombie_is_not_running():
@@ -59,3 +67,24 @@ def test_a_trees_rss_is_read_from_its_own_processes_as_psutil_reads_it():
     finally:
         os.killpg(tree.pid, 9)
         tree.wait()
+
+
+def test_a_processs_parent_name_and_command_line_are_psutils(tmp_path):
+    """buildtool.find_build_tool walks a compile's ancestors by these; a name with spaces and
+    parentheses (the kernel writes it in parentheses in /proc/PID/stat) reads whole."""
+    odd = tmp_path / "a (b) c"  # a script: the kernel names its process after the file
+    odd.write_text("#!/bin/sh\nsleep \"$1\"\n")
+    odd.chmod(0o755)
+    child = subprocess.Popen([str(odd), "30"])
+    try:
+        deadline = time.monotonic() + 10
+        while name(child.pid) != "a (b) c" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        process = psutil.Process(child.pid)
+        assert (parent(child.pid), name(child.pid), command_line(child.pid)) == (
+            os.getpid(), process.name(), process.cmdline())
+        assert command_line(child.pid) == ["/bin/sh", str(odd), "30"] and parent(os.getpid()) == os.getppid()
+    finally:
+        child.kill()
+        child.wait()
+    assert (parent(child.pid), name(child.pid), command_line(child.pid)) == (None, None, None)
