@@ -9,6 +9,7 @@ to nvcc unchanged.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -130,6 +131,8 @@ def run(config: Config, args: Sequence[str]) -> int:
     learned = Learned.load(plan, [os.path.join(cwd, s) for s in invocation.sources])
     # 2. graph
     try:
+        if (missing := _missing_dependency()) is not None:
+            raise ImportError(f"No module named {missing!r}")
         dag = choose_dag(plan, learned, workdir=owner.path, sequential=config.sequential,
                          faithful=config.faithful, watched=bool(config.save_dir), env=env, say=say)  # fmt: skip
     except Exception as exc:  # a plan shape this version does not understand: nvcc's own turn
@@ -223,6 +226,19 @@ def _run(config: Config, invocation: Invocation, dag: Dag, learned: Learned, *, 
             if runner is not None:
                 runner.close()
             remove_temp_files(plan, workdir)
+
+
+def _missing_dependency() -> str | None:
+    """The first of fast_nvcc's dependencies this Python lacks: found, not imported, since a
+    compile's common path imports neither (machine/process_tree.py, graph/paths.py), and one
+    missing would show only where it is needed, a failure's kill among them."""
+    for name in ("networkx", "psutil"):
+        if name in sys.modules:
+            if sys.modules[name] is None:  # (an import blocked: ImportError, as Python has it)
+                return name
+        elif importlib.util.find_spec(name) is None:
+            return name
+    return None
 
 
 def _open_handlers(config: Config, invocation: Invocation, dag: Dag, *, workdir: str, combine: bool,
