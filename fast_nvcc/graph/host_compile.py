@@ -101,7 +101,7 @@ def early_stubs(
     The host compile includes the stub of the last cicc in the plan, which cicc writes only as
     it exits: the compile waits for that architecture (a minute for a CUTLASS kernel at
     sm_90a) though every cicc writes a stub.  Their stubs differ only in what gcc makes no
-    code of (:func:`fast_nvcc.guess.host_split._stub_holds`; the stub's name reaches no other output
+    code of (:func:`fast_nvcc.guess.stubs.stub_holds`; the stub's name reaches no other output
     of cicc).  So the last cicc writes its stub to a private path, the front waits for any one
     cicc of its compile (``any_of``: the first to end, whichever the schedule ran first) and
     compiles that cicc's stub under the last one's name, and the back puts the real stub in

@@ -16,7 +16,8 @@ gcc driver itself splits it (``gcc -###``: cc1plus, then as):
 
 With more than one architecture the front also starts before the last cicc
 (:func:`fast_nvcc.graph.host_compile.early_stubs`): it compiles the stub of whichever cicc ended first,
-named as the last one's, and the back puts the last cicc's real stub in place and compares.
+named as the last one's, and the back puts the last cicc's real stub in place and compares
+(:mod:`fast_nvcc.guess.stubs`).
 
 Anything unexpected (no template yet, a template that does not match, a driver whose ``-###``
 is not cc1plus then as, a marker not found once, cc1plus or as failing) makes the back step
@@ -38,12 +39,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..files import read_bytes, write_atomically
-from ..graph.host_compile import stub_path
-from ..graph.tasks import Action, Task
+from ..graph.tasks import Action
 from ..plan.shellwords import split_words
 from ..run.handlers import Handler, TaskRun
-from ..run.task_records import StepFailed
-from . import learned_stub, module_id
+from . import learned_stub, stubs
 
 STUB_DIFFERS = "its stub differs from the one it started from"
 _CC1PLUS_FAILED = "cc1plus failed"
@@ -214,7 +213,7 @@ def run_front(run: TaskRun, cache=None) -> None:
         return
     stub = None
     if task.stub is not None:
-        stub = _early_stub(run)
+        stub = stubs.early_stub(run)
         if stub is None:
             run.shared[task.id] = "no stub to start from"
             run.finish(0)
@@ -254,9 +253,9 @@ def run_back(run: TaskRun, cache=None) -> None:
     real_path, private = task.fatbin
     front = run.shared.get(task.front)
     if task.stub is not None:
-        stub = _real_stub(run)
+        stub = stubs.real_stub(run)
         _keep_learned(run, stub)
-        if isinstance(front, _Front) and not _stub_holds(front, stub):
+        if isinstance(front, _Front) and not stubs.stub_holds(front, stub):
             front = _failed(run, STUB_DIFFERS)
     try:
         real = read_bytes(private).decode("utf-8", "surrogateescape")
@@ -323,110 +322,6 @@ def _failed(run: TaskRun, why: str) -> str:
     return why
 
 
-def _early_stub(run: TaskRun) -> bytes | None:
-    """Put the stub of a cicc that has ended, named as the last one's, where the host compile
-    includes it; return what was written."""
-    real, _, seeds = run.task.stub
-    for done, seed in seeds:  # the sure ones first: the stub probe's, then the last cicc's own
-        if run.done(done):
-            try:
-                text = _on_nvccs_module_id(run, run.dag.tasks[done], read_bytes(os.path.join(run.cwd, seed)))
-            except FileNotFoundError:
-                continue
-            break
-    else:
-        return None
-    stub = text.replace(_name(seed), _name(real))
-    write_atomically(os.path.join(run.cwd, real), stub)
-    return stub
-
-
-def _on_nvccs_module_id(run: TaskRun, seed: Task, stub: bytes) -> bytes:
-    """A stub probe of a cicc that made its own module_id wrote that id into its stub; where
-    nvcc's differs (a source whose id carries cudafe++'s process id: TE's scaled_activation.cu,
-    whose host compile then ran twice), the stub on nvcc's id.  cudafe++ has written it by now:
-    the front waits for its .cudafe1.cpp."""
-    if seed.action is not Action.STUB_PROBE or seed.early is None or "--gen_module_id_file" not in seed.argv:
-        return stub
-    own = module_id.read_id(os.path.join(run.cwd, seed.argv[seed.argv.index("--module_id_file_name") + 1]))
-    nvccs = module_id.read_id(os.path.join(run.cwd, seed.early[1]))
-    if own is None or nvccs is None or own == nvccs:
-        return stub
-    return learned_stub.replace_module_id(stub, own.strip(), nvccs.strip())
-
-
-def run_stub_probe(run: TaskRun) -> None:
-    """cicc's front end alone on the last cicc's input (graph.early_stubs), for the stub it
-    writes.  Optional work: it never fails the compile, and its messages are nobody's (the
-    real cicc prints them); a probe that wrote no stub is marked dropped, so that the front
-    does not take its end for a stub."""
-    stub = os.path.join(run.cwd, stub_path(run.task.argv) or "")
-    try:
-        spawned = run.spawn(run.task.argv)
-    except StepFailed:  # cicc cannot start: the real one will say so
-        spawned = None
-    if spawned is not None:
-        run.account(spawned)
-    if spawned is None or spawned.returncode != 0 or not os.path.exists(stub):
-        run.record.dropped = True
-    run.finish(0)
-
-
-def _real_stub(run: TaskRun) -> bytes | None:
-    """Put the last cicc's stub where nvcc has it, named as nvcc's plan names it; return it
-    (None, and no stub there, when that cicc wrote none)."""
-    real, private, _ = run.task.stub
-    real_path, private_path = os.path.join(run.cwd, real), os.path.join(run.cwd, private)
-    try:
-        stub = read_bytes(private_path).replace(_name(private), _name(real))
-    except FileNotFoundError:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(real_path)
-        return None
-    write_atomically(real_path, stub)
-    os.remove(private_path)
-    return stub
-
-
-def _stub_holds(front: _Front, stub: bytes | None) -> bool:
-    """Did the front compile what the real stub would have given?  The same bytes; or, when
-    cc1plus printed nothing, the same text up to what cicc's front end numbers or orders as
-    it goes and gcc turns into no code: the register callback's parameter (``__T6849`` for
-    sm_80, ``__T32978`` for sm_90a) and the order of a run of typedefs (the objects compiled
-    from two such stubs were identical: docs/benchmarks.md)."""
-    if stub is None or front.stub is None:
-        return False
-    if front.stub == stub:
-        return True
-    if any(os.path.getsize(path) for _, path in front.captures):
-        return False  # a message might name what differs
-    return _canonical(front.stub) == _canonical(stub)
-
-
-_NUMBERED_PARAMETER = re.compile(rb"\b__T\d+\b")
-
-
-def _canonical(stub: bytes) -> bytes:
-    """``stub`` with its numbered parameters renamed in order of appearance and each run of
-    typedef lines sorted."""
-    names: dict[bytes, bytes] = {}
-    text = _NUMBERED_PARAMETER.sub(lambda m: names.setdefault(m.group(0), b"__T@%d" % len(names)), stub)
-    lines: list[bytes] = []
-    typedefs: list[bytes] = []
-    for line in text.split(b"\n"):
-        if line.startswith(b"typedef ") and line.endswith(b";"):
-            typedefs.append(line)
-            continue
-        lines += sorted(typedefs)
-        typedefs = []
-        lines.append(line)
-    return b"\n".join(lines + sorted(typedefs))
-
-
-def _name(path: str) -> bytes:
-    return path.encode("utf-8", "surrogateescape")
-
-
 def probe_argv(fatbinary: Sequence[str], *, image: str, output: str) -> tuple[list[str], str] | None:
     """The plan's fatbinary command, its images replaced by one ``image`` (a PTX file) and its
     outputs by ``output`` (and ``output`` minus ``.c``): what it writes is a ``.fatbin.c`` of
@@ -489,5 +384,5 @@ def _template(run: TaskRun) -> str | None:
 HANDLERS: Mapping[Action, Handler] = {
     Action.HOST_FRONT: Handler(run_front),
     Action.HOST_BACK: Handler(run_back),
-    Action.STUB_PROBE: Handler(run_stub_probe),
+    Action.STUB_PROBE: Handler(stubs.run_stub_probe),
 }

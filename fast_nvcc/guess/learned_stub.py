@@ -16,7 +16,7 @@ once, beside cicc.  What changes from run to run is masked in all of it: the tem
 ``tmpxft_`` prefix, and the module_id (it carries cudafe++'s pid for some sources).
 
 Nothing is taken on trust: the back still compares the stub the front compiled with the one cicc
-writes (:func:`fast_nvcc.guess.host_split._stub_holds`) and runs the host compile as printed when
+writes (:func:`fast_nvcc.guess.stubs.stub_holds`) and runs the host compile as printed when
 they differ.  The stub learned is refreshed by every compile, whether or not the front used it.
 """
 

@@ -14,7 +14,10 @@ slot, a shared slot, memory; :mod:`.admission`), in that order, until one is ref
 * **A task refused room** waits, and the tasks ranked behind it wait behind it, except the
   **short** ones (:mod:`fast_nvcc.graph.short`): they need no shared slot, only a -j slot and
   memory, so they start behind it.  Made to wait for a slot by rank, a compile's last fatbinary
-  would hold its whole compile back for the length of another compile's step.
+  would hold its whole compile back for the length of another compile's step.  So do the steps
+  a moment long (below), which take no slot at all: a cicc's module_id check waited 2.3 s
+  behind its sibling's ptxas while the host compile, started meanwhile, took a sibling's stub
+  for want of that check's (``benchmarks/tree``, 2026-12-01).
 * **A step a moment long** (``moment``: it takes no slot, runs here and ends in a moment, a
   cicc's module_id check) holds the turn at its rank once it starts, and for as long as it runs
   (``running``, given back in the list): the steps it leads to will rank there, so the tasks
@@ -113,12 +116,14 @@ def _hold(turn: Turn, task: Ready, behind: Sequence[Ready], offer: Offer, *,
 
 
 def _short_behind(ready: Sequence[Ready], offer: Offer, *, failed: tuple[int, int, int] | None) -> list[int]:
-    """The short tasks among ``ready`` (behind one that waits) that start now anyway."""
+    """The short tasks and the steps a moment long among ``ready`` (behind one that waits)
+    that start now anyway."""
     started = []
     for task in ready:
-        if task.running or not task.short or (failed is not None and task.order > failed) or offer.at_capacity(task.task_id):
+        if task.running or not (task.short or task.moment) or (failed is not None and task.order > failed) \
+                or offer.at_capacity(task.task_id):  # fmt: skip
             continue
-        if not offer.take(task.task_id, short=True):
+        if not offer.take(task.task_id, short=True):  # (a moment's handler takes no slot at all)
             break  # no -j slot or no memory left
         started.append(task.task_id)
     return started

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fast_nvcc.guess import host_split
+from fast_nvcc.guess import host_split, stubs
 
 from helpers import assert_same, compare, fast_nvcc_command, module_id_writer, remove_files, run_tool
 
@@ -157,25 +157,25 @@ def front_of(stub: str, printed: list[tuple[int, str]] = ()) -> host_split._Fron
 
 
 def test_a_stub_holds_up_to_what_gcc_makes_no_code_of(tmp_path):
-    assert host_split._stub_holds(front_of(STUB), STUB.encode())
-    assert host_split._stub_holds(front_of(STUB), OTHER_ARCH_STUB.encode())
+    assert stubs.stub_holds(front_of(STUB), STUB.encode())
+    assert stubs.stub_holds(front_of(STUB), OTHER_ARCH_STUB.encode())
     # Anything else is another stub: a kernel more, other parameters, another order of code.
     for other in (STUB.replace("fill(float *__cuda_0)", "fill(float *__cuda_1)"),
                   STUB + "static void __device_stub__Z4morev(void);\n",
                   STUB.replace("__nv_dummy_param_ref(__T6849)", "__nv_dummy_param_ref(__T1)")):  # fmt: skip
-        assert not host_split._stub_holds(front_of(STUB), other.encode())
+        assert not stubs.stub_holds(front_of(STUB), other.encode())
     # A message of cc1plus might name what differs: only the same bytes hold then.
     (tmp_path / "warning.2").write_text("warning: ...")
     printed = [(2, str(tmp_path / "warning.2"))]
-    assert host_split._stub_holds(front_of(STUB, printed), STUB.encode())
-    assert not host_split._stub_holds(front_of(STUB, printed), OTHER_ARCH_STUB.encode())
-    assert not host_split._stub_holds(front_of(STUB), None)  # the last cicc wrote none
+    assert stubs.stub_holds(front_of(STUB, printed), STUB.encode())
+    assert not stubs.stub_holds(front_of(STUB, printed), OTHER_ARCH_STUB.encode())
+    assert not stubs.stub_holds(front_of(STUB), None)  # the last cicc wrote none
 
 
 @pytest.mark.skipif(GCC is None, reason="needs gcc")
 @pytest.mark.parametrize("flags", [["-O3"], ["-O2", "-fPIC", "-Wall", "-Wextra"]])
 def test_stubs_that_hold_give_gcc_the_same_object(tmp_path, flags):
-    """What _stub_holds lets pass makes no difference to gcc's object."""
+    """What stub_holds lets pass makes no difference to gcc's object."""
     objects = []
     for number, stub in enumerate((STUB, OTHER_ARCH_STUB)):
         (tmp_path / "crt").mkdir(exist_ok=True)
@@ -284,6 +284,35 @@ def stub_rows(table: Path) -> tuple[dict, list[dict], list[dict]]:
         rows = list(csv.DictReader(handle))
     front = next(r for r in rows if r["tool"] == "cc1plus")
     return front, [r for r in rows if r["tool"] == "cicc stub"], [r for r in rows if r["tool"] in ("cicc", "check module_id")]
+
+
+@pytest.mark.parametrize("cicc_ended, check_ends, waited", [(True, True, True), (False, True, False), (True, False, False)],
+                         ids=["check-a-moment-away", "cicc-still-runs", "check-reruns-its-cicc"])
+def test_the_front_waits_a_moment_for_the_last_ciccs_own_check(monkeypatch, cicc_ended, check_ends, waited):
+    """benchmarks/tree's sorts for sm_75 + sm_80 (2026-12-01): the host compile's front started
+    on the sm_75 cicc's stub when the sm_80 cicc had ended and only its module_id check was
+    left; their launch bounds differ (256 and 384 threads), so the host compile ran twice.  The
+    front now waits for that check, a moment; not for a cicc that still runs (a sibling's stub
+    is the point of starting early), nor past MOMENT (a check that runs its cicc again)."""
+    import threading
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from tasks import sh_task
+
+    monkeypatch.setattr(stubs, "MOMENT", 0.3)
+    cicc, check = replace(sh_task(0, "cicc"), checked_by=1), sh_task(1, "check")
+    done = {0: cicc_ended, 1: False}
+    run = SimpleNamespace(dag=SimpleNamespace(tasks=[cicc, check]), done=done.__getitem__)
+    timer = threading.Timer(0.05, done.__setitem__, (1, True)) if check_ends else None
+    if timer is not None:
+        timer.start()
+    try:
+        stubs._await_own_check(run, check.id)
+        assert done[1] is waited  # returned once the check was done, or without waiting for it
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 @pytest.mark.nvcc

@@ -171,7 +171,7 @@ def test_a_stub_probe_that_made_its_own_module_id_gives_the_stub_on_nvccs(tmp_pa
     from types import SimpleNamespace
 
     from fast_nvcc.graph.tasks import Action, Task
-    from fast_nvcc.guess.host_split import _on_nvccs_module_id
+    from fast_nvcc.guess.stubs import _on_nvccs_module_id
     from fast_nvcc.plan.dryrun import Kind, Step
 
     own, nvccs = b"_816de668_5_ps_cu_8af59834_9977", b"_816de668_5_ps_cu_8af59834_10231"

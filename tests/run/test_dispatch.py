@@ -52,6 +52,9 @@ def ready(*specs: str) -> list[Ready]:
         # ... but a short one behind it starts, within -j (until -j is full).
         (("long", "long", "short", "long", "short", "short"), Room(jobs=3, shared=1), None,
          Turn(start=[0, 2, 4], blocked=True, waiter=1)),  # fmt: skip
+        # ... and so does a step a moment long (a module_id check, which takes no slot: it
+        # waited 2.3 s behind its sibling's ptxas while its host compile took the sibling's stub).
+        (("long", "long", "moment", "long"), Room(shared=1), None, Turn(start=[0, 2], blocked=True, waiter=1)),
         # A short one first, refused for want of a -j slot, waits like any other.
         (("short", "short"), Room(jobs=0), None, Turn(blocked=False, waiter=0)),
         # An optional task refused room is dropped, not kept waiting; the next one may go.
