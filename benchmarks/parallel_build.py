@@ -131,7 +131,7 @@ def main() -> int:
                     run_env.update(server)
                 if name in make_setups:
                     write_makefile(directory, setup, archs)
-                elif name == SCCACHE or not directory.exists():  # (the learned build reuses the first's)
+                elif not directory.exists():  # (the learned build reuses the first's)
                     configure(directory, nvcc=nvcc, archs=options.archs, env=run_env, **setup)
                 server_before = server_cpu() if server_cpu else 0.0
                 with cpu_of_children() as spent:

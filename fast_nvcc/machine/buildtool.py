@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from .cpus import usable_cpus
-from .process_tree import children, command_line, name, parent, running
+from .process_tree import children, command_line, identity, running
 
 # How far up the process tree to look: ninja -> sh -> fast_nvcc, with room for one launcher
 # script in between.  Not further: a make far above (a CI job's, say) does not run our compiles.
@@ -34,12 +34,13 @@ class BuildTool:
 
 def find_build_tool(pid: int | None = None) -> BuildTool | None:
     """The nearest ninja or make among this process's ancestors, with its job limit."""
-    process: int | None = pid if pid is not None else os.getpid()
+    found = identity(pid if pid is not None else os.getpid())
     for _ in range(_DEPTH):
-        process = parent(process) if process else None
-        if not process:
+        if found is None or not found[1]:
             return None
-        kind = _TOOLS.get(name(process) or "")
+        process = found[1]
+        found = identity(process)  # (its name, and its parent for the next look up)
+        kind = _TOOLS.get(found[0]) if found is not None else None
         if kind is None:
             continue
         argv = command_line(process)

@@ -45,16 +45,11 @@ def children(pid: int) -> list[int] | None:
     return found
 
 
-def parent(pid: int) -> int | None:
-    """The parent of ``pid`` (0: none); None when ``pid`` is gone."""
+def identity(pid: int) -> tuple[str, int] | None:
+    """The command name of ``pid`` (the kernel keeps 15 characters of it) and its parent (0:
+    none), from one read of its stat file; None when it is gone."""
     fields = _stat(pid)
-    return None if fields is None else int(fields[1].split()[1])
-
-
-def name(pid: int) -> str | None:
-    """The command name of ``pid`` (the kernel keeps 15 characters of it); None when it is gone."""
-    fields = _stat(pid)
-    return None if fields is None else fields[0]
+    return None if fields is None else (fields[0], int(fields[1].split()[1]))
 
 
 def command_line(pid: int) -> list[str] | None:

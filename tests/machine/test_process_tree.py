@@ -15,8 +15,7 @@ from fast_nvcc.machine.process_tree import (
     children,
     children_files,
     command_line,
-    name,
-    parent,
+    identity,
     running,
 )
 
@@ -69,7 +68,7 @@ def test_a_trees_rss_is_read_from_its_own_processes_as_psutil_reads_it():
         tree.wait()
 
 
-def test_a_processs_parent_name_and_command_line_are_psutils(tmp_path):
+def test_a_processs_name_parent_and_command_line_are_psutils(tmp_path):
     """buildtool.find_build_tool walks a compile's ancestors by these; a name with spaces and
     parentheses (the kernel writes it in parentheses in /proc/PID/stat) reads whole."""
     odd = tmp_path / "a (b) c"  # a script: the kernel names its process after the file
@@ -82,10 +81,9 @@ def test_a_processs_parent_name_and_command_line_are_psutils(tmp_path):
         while command_line(child.pid) != expected and time.monotonic() < deadline:
             time.sleep(0.02)
         process = psutil.Process(child.pid)
-        assert (parent(child.pid), name(child.pid), command_line(child.pid)) == (
-            os.getpid(), process.name(), process.cmdline())
-        assert command_line(child.pid) == expected and parent(os.getpid()) == os.getppid()
+        assert (identity(child.pid), command_line(child.pid)) == ((process.name(), os.getpid()), process.cmdline())
+        assert command_line(child.pid) == expected and identity(os.getpid())[1] == os.getppid()
     finally:
         child.kill()
         child.wait()
-    assert (parent(child.pid), name(child.pid), command_line(child.pid)) == (None, None, None)
+    assert (identity(child.pid), command_line(child.pid)) == (None, None)
