@@ -4,7 +4,7 @@ out to be against its estimates, which raises its rank on the machine-wide pool.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..graph.paths import priorities
 from ..graph.tasks import Dag, Task
@@ -39,8 +39,8 @@ class ReadyQueue:
     FOLLOWERS = {Kind.CICC: Kind.PTXAS, Kind.CUDAFE: Kind.HOST_COMPILE}
 
     def __init__(self, priorities: Sequence[float], *, work: Sequence[float] | None = None) -> None:
-        self.priorities = priorities
-        self.work = work  # each task's expected seconds: what is left is told to the slots
+        self.priorities = list(priorities)
+        self.work = None if work is None else list(work)  # each task's expected seconds: what is left is told to the slots
         self.scale = 1.0  # how many times heavier this compile is than its estimates
         self._own_scale = 1.0  # ... as far as its own long steps have shown
         self._told_scale = 0.0  # what the slots were last told of that
@@ -142,10 +142,13 @@ class ReadyQueue:
             if took is not None:
                 self._done = (self._done[0] + self.work[task_id], self._done[1] + took)
 
-    def overran(self, dag: Dag, task_id: int, took: float) -> bool:
+    def overran(self, dag: Dag, task_id: int, took: float,
+                weigh: Callable[[Task], float | None] | None = None) -> bool:  # fmt: skip
         """``task_id`` ended after ``took`` seconds: if it is a long step that ran past its
         estimate, the steps it feeds (FOLLOWERS) are expected to take as much longer, and the
-        compile's order of its tasks follows (True when it changed)."""
+        compile's order of its tasks follows (True when it changed).  A follower that ``weigh``
+        measures (a ptxas by its PTX with FAST_NVCC_PTX_WEIGHT=1: ptx_weight.py) takes what it
+        says instead, in its compile's rank on the pool too."""
         kind = dag.tasks[task_id].step.kind
         if self.work is None or self._order_work is None or kind not in self.FOLLOWERS:
             return False
@@ -154,12 +157,30 @@ class ReadyQueue:
             return False
         changed = False
         for follower in _reached(dag, task_id, self.FOLLOWERS[kind]):
+            seconds = weigh(dag.tasks[follower]) if weigh is not None else None
+            if seconds is not None:
+                self._weigh(follower, seconds)
+                changed = True
+                continue
             scaled = self.work[follower] * took / expected
             if scaled > self._order_work[follower]:
                 self._order_work[follower], changed = scaled, True
         if changed:
             self._order = priorities(dag, self._order_work)
         return changed
+
+    def _weigh(self, task_id: int, seconds: float) -> None:
+        """``task_id``, whose predecessors have all ended but a moment's check, is expected to
+        take ``seconds`` on one core: its estimate in the compile's units (at today's scale),
+        its rank on the pool and in the compile, and the compile's work left follow."""
+        assert self.work is not None and self._order_work is not None
+        unscaled = seconds / self.scale
+        change = unscaled - self.work[task_id]
+        self.work[task_id] = unscaled
+        self._left += change
+        self.priorities[task_id] += change  # (its predecessors have ended: no other path has it)
+        self._order[task_id] += unscaled - self._order_work[task_id]
+        self._order_work[task_id] = unscaled
 
     def rescale(self, records: Sequence[Record], *, now: float, slots: Slots) -> bool:
         """Look again (every RESCALE_EVERY seconds) at how far this compile's long steps ran

@@ -29,11 +29,13 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, BinaryIO
 
 from ..graph.short import short_steps
 from ..graph.tasks import Action, Dag, Task
 from ..machine.slots import PoolSlots, Slots
+from ..settings import switch
 from .backoff import Backoff
 from .captures import Captures
 from .dispatch import Ready, Turn, dispatch
@@ -44,6 +46,7 @@ from .holdings import Holdings
 from .launcher import Launcher
 from .outcomes import Outcome, outcome, state_at_end
 from .processes import Processes
+from .ptx_weight import ptxas_seconds
 from .readiness import Readiness
 from .ready_queue import ReadyQueue
 from .task_records import Record, RunResult, State
@@ -119,6 +122,7 @@ class Runner:
         # Waiting for room another compile holds (backoff.py): nothing of ours runs, or some does.
         self._idle, self._blocked = Backoff(0.01, 0.08), Backoff(0.02, 0.08)
         self._changed = False  # a task started or ended since the last wait
+        self._weigh = partial(ptxas_seconds, cwd=cwd) if switch(env, "FAST_NVCC_PTX_WEIGHT") else None  # ptx_weight.py
 
     def close(self) -> None:
         """Free the captured output, once nothing reads the records' captures any more."""
@@ -276,7 +280,7 @@ class Runner:
             self.ready.finished(task_id, took=None if record.cached else record.one_core)
             self.slots.left(self.ready.work_left)
             if not record.cached:
-                self.ready.overran(self.dag, task_id, record.one_core)
+                self.ready.overran(self.dag, task_id, record.one_core, weigh=self._weigh)
         self.readiness.ended_well(task_id)
 
     def _run_again(self, task: Task, why: str, half_written: tuple[str, ...]) -> None:

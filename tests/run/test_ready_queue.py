@@ -8,11 +8,12 @@ import pytest
 from fast_nvcc.graph.paths import priorities
 from fast_nvcc.graph.tasks import Action, Dag, Task
 from fast_nvcc.learn.history import DEFAULT_SECONDS
-from fast_nvcc.plan.dryrun import Kind, Step
-from fast_nvcc.run.ready_queue import ReadyQueue
-from fast_nvcc.run.handlers import Internal
-from fast_nvcc.run.scheduler import Runner
 from fast_nvcc.machine.slots import Slots
+from fast_nvcc.plan.dryrun import Kind, Step
+from fast_nvcc.run.handlers import Internal
+from fast_nvcc.run.ptx_weight import SECONDS_PER_MIB, ptxas_seconds
+from fast_nvcc.run.ready_queue import ReadyQueue
+from fast_nvcc.run.scheduler import Runner
 from fast_nvcc.run.task_records import Record, State
 
 # One compile as the plan has it: cudafe++ -> cc1plus -> as; cicc -> module_id check (a task
@@ -29,11 +30,12 @@ SHAPE = [
 CUDAFE, CC1PLUS, CICC, CHECK, PTXAS, FATBINARY, AS = range(len(SHAPE))
 
 
-def compile_dag(scripts=None, *, needs=None) -> Dag:
+def compile_dag(scripts=None, *, needs=None, args=None) -> Dag:
     tasks = []
     for i, (tool, kind, arch, _) in enumerate(SHAPE):
         script = (scripts or {}).get(i, "true")
-        step = Step(index=i, text=script, kind=kind, tool=tool, argv=("sh", "-c", script), arch=arch)
+        argv = ("sh", "-c", script, "sh", *(args or {}).get(i, ()))  # (args: $1... of the script)
+        step = Step(index=i, text=script, kind=kind, tool=tool, argv=argv, arch=arch)
         tasks.append(Task(i, step, Action.EXEC, argv=step.argv))
     return Dag(tuple(tasks), tuple(frozenset((needs or {}).get(i, n)) for i, (*_, n) in enumerate(SHAPE)))
 
@@ -165,15 +167,73 @@ def test_a_run_with_one_slot_starts_what_the_overrun_puts_first(tmp_path, monkey
     assert min(starts, key=starts.get) == first
 
 
+def test_a_ptxas_after_an_overrun_is_weighed_by_its_ptx_not_by_its_cicc():
+    """Two compiles of a first build, both ciccs past their estimates: A's cicc took 160 s and
+    wrote 20 MiB of PTX, B's took 80 s and wrote 100 MiB (TE's seven: a ptxas took 0.6 to 1.6
+    times its cicc).  By the overrun A's ptxas ranked above B's; weighed by their PTX, B's does,
+    at the PTX's seconds, in the compile's order, on the pool and in the work left."""
+    dag, costs = compile_dag(), default_costs()
+
+    def ptxas_rank(cicc_took: float, ptx_mib: float | None) -> tuple[float, ReadyQueue]:
+        queue = ReadyQueue(priorities(dag, costs), work=costs)
+        queue.finished(CICC, took=cicc_took)
+        weigh = None if ptx_mib is None else (lambda task: ptx_mib * SECONDS_PER_MIB if task.id == PTXAS else None)
+        assert queue.overran(dag, CICC, cicc_took, weigh=weigh)
+        return queue.priority(PTXAS), queue
+
+    assert ptxas_rank(160.0, None)[0] == ptxas_rank(80.0, None)[0]  # the pool: the compile's scale's business
+    heavy_cicc, _ = ptxas_rank(160.0, 20.0)
+    heavy_ptx, queue_b = ptxas_rank(80.0, 100.0)
+    assert heavy_ptx > heavy_cicc
+    followers = queue_b.priorities[FATBINARY]
+    assert heavy_ptx == pytest.approx(100.0 * SECONDS_PER_MIB + followers)
+    assert queue_b.expected(PTXAS) == pytest.approx(100.0 * SECONDS_PER_MIB)
+    left = sum(costs) - costs[CICC] - costs[PTXAS] + 100.0 * SECONDS_PER_MIB
+    assert queue_b.work_left == pytest.approx(left)
+    assert order(queue_b, dag, [CC1PLUS, PTXAS]) == [PTXAS, CC1PLUS]
+    # a PTX lighter than the host compile's default leaves the host compile first
+    light = ReadyQueue(priorities(dag, costs), work=costs)
+    assert light.overran(dag, CICC, 80.0, weigh=lambda task: 0.1 if task.id == PTXAS else None)
+    assert order(light, dag, [CC1PLUS, PTXAS]) == [CC1PLUS, PTXAS]
+
+
+def test_a_ptxas_weight_is_its_ptx_size_on_disk(tmp_path):
+    """ptx_weight.ptxas_seconds: the .ptx among a ptxas' arguments, by its size; None where
+    it is not there, or for another tool."""
+    (tmp_path / "a.ptx").write_bytes(b"x" * (2 << 20))
+    ptxas = compile_dag(args={PTXAS: ("-arch=sm_90", "a.ptx", "-o", "a.cubin")}).tasks[PTXAS]
+    assert ptxas_seconds(ptxas, cwd=str(tmp_path)) == pytest.approx(2 * SECONDS_PER_MIB)
+    assert ptxas_seconds(ptxas, cwd=str(tmp_path / "elsewhere")) is None
+    assert ptxas_seconds(compile_dag(args={CICC: ("a.ptx",)}).tasks[CICC], cwd=str(tmp_path)) is None
+
+
+@pytest.mark.parametrize(("ptx_bytes", "weigh", "first"),
+                         [(1000, "1", CC1PLUS), (1 << 20, "1", PTXAS), (1000, "0", PTXAS)])  # fmt: skip
+def test_a_run_weighs_the_ptxas_by_the_ptx_its_cicc_wrote(tmp_path, monkeypatch, ptx_bytes, weigh, first):
+    """Real processes, one slot: a cicc estimated at 0.05 s takes 0.6 and writes its PTX.  A
+    kilobyte of it (a few milliseconds of ptxas) leaves the host compile first; a MiB (3.5 s)
+    puts the ptxas first; with FAST_NVCC_PTX_WEIGHT=0 the overrun puts it first, as before."""
+    monkeypatch.setattr(ReadyQueue, "OVERRUN_FLOOR", 0.01)
+    dag = compile_dag({CICC: f"head -c {ptx_bytes} /dev/zero > k.ptx && sleep 0.6"}, needs={CC1PLUS: (CUDAFE, CHECK)},
+                      args={PTXAS: ("k.ptx",)})  # fmt: skip
+    costs = [0.05 * c / DEFAULT_SECONDS[Kind.CICC] for c in default_costs()]  # cicc 0.05 s
+    runner = Runner(dag, env={**os.environ, "FAST_NVCC_PTX_WEIGHT": weigh}, cwd=str(tmp_path), workdir=str(tmp_path),
+                    jobs=1, priorities=priorities(dag, costs), work=costs, internal=Internal())  # fmt: skip
+    result = runner.run()
+    assert result.returncode == 0
+    starts = {t: runner.records[t].start for t in (PTXAS, CC1PLUS)}
+    assert min(starts, key=starts.get) == first
+
+
 @pytest.mark.parametrize("heaviest", ["compute_75", "compute_80", "compute_90"])
 def test_a_compiles_own_ciccs_start_longest_learned_first(heaviest):
     """Three ciccs of one compile, ready together: the one whose learned cost is the longest
     goes first, whatever nvcc's order (the plan prints compute_75 first)."""
+    from plans import load_plan
+
     from fast_nvcc.graph.choose import choose_dag
     from fast_nvcc.learn.history import Cost
     from fast_nvcc.learn.learned import Learned, source_of_steps
-
-    from plans import load_plan
 
     plan = load_plan("compile_3arch")
     owners = source_of_steps(plan, ["kernel.cu"])
