@@ -172,14 +172,14 @@ class ReadyQueue:
     def _weigh(self, task_id: int, seconds: float) -> None:
         """``task_id``, whose predecessors have all ended but a moment's check, is expected to
         take ``seconds`` on one core: its estimate in the compile's units (at today's scale),
-        its rank on the pool and in the compile, and the compile's work left follow."""
+        its rank on the pool and the compile's work left follow (its rank in the compile, once
+        :meth:`overran` orders the compile again)."""
         assert self.work is not None and self._order_work is not None
         unscaled = seconds / self.scale
         change = unscaled - self.work[task_id]
         self.work[task_id] = unscaled
         self._left += change
         self.priorities[task_id] += change  # (its predecessors have ended: no other path has it)
-        self._order[task_id] += unscaled - self._order_work[task_id]
         self._order_work[task_id] = unscaled
 
     def rescale(self, records: Sequence[Record], *, now: float, slots: Slots) -> bool:

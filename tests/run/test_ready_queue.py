@@ -158,18 +158,23 @@ def test_a_run_with_one_slot_starts_what_the_overrun_puts_first(tmp_path, monkey
     too); a cicc on time leaves the defaults' order."""
     monkeypatch.setattr(ReadyQueue, "OVERRUN_FLOOR", 0.01)
     dag = compile_dag({CICC: f"sleep {cicc_seconds}"}, needs={CC1PLUS: (CUDAFE, CHECK)})
+    assert first_of_ptxas_and_host_compile(dag, tmp_path, os.environ) == first
+
+
+def first_of_ptxas_and_host_compile(dag: Dag, tmp_path, env) -> int:
+    """Run ``dag`` on one slot, its cicc estimated at 0.05 s: which of the ptxas and the host
+    compile started first."""
     costs = [0.05 * c / DEFAULT_SECONDS[Kind.CICC] for c in default_costs()]  # cicc 0.05 s
-    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=1,
+    runner = Runner(dag, env=env, cwd=str(tmp_path), workdir=str(tmp_path), jobs=1,
                     priorities=priorities(dag, costs), work=costs, internal=Internal())  # fmt: skip
-    result = runner.run()
-    assert result.returncode == 0
+    assert runner.run().returncode == 0
     starts = {t: runner.records[t].start for t in (PTXAS, CC1PLUS)}
-    assert min(starts, key=starts.get) == first
+    return min(starts, key=starts.get)
 
 
 def test_a_ptxas_after_an_overrun_is_weighed_by_its_ptx_not_by_its_cicc():
     """Two compiles of a first build, both ciccs past their estimates: A's cicc took 160 s and
-    wrote 20 MiB of PTX, B's took 80 s and wrote 100 MiB (TE's seven: a ptxas took 0.6 to 1.6
+    wrote 20 MiB of PTX, B's took 80 s and wrote 100 MiB (TE's seven: a ptxas took 0.67 to 1.86
     times its cicc).  By the overrun A's ptxas ranked above B's; weighed by their PTX, B's does,
     at the PTX's seconds, in the compile's order, on the pool and in the work left."""
     dag, costs = compile_dag(), default_costs()
@@ -216,13 +221,7 @@ def test_a_run_weighs_the_ptxas_by_the_ptx_its_cicc_wrote(tmp_path, monkeypatch,
     monkeypatch.setattr(ReadyQueue, "OVERRUN_FLOOR", 0.01)
     dag = compile_dag({CICC: f"head -c {ptx_bytes} /dev/zero > k.ptx && sleep 0.6"}, needs={CC1PLUS: (CUDAFE, CHECK)},
                       args={PTXAS: ("k.ptx",)})  # fmt: skip
-    costs = [0.05 * c / DEFAULT_SECONDS[Kind.CICC] for c in default_costs()]  # cicc 0.05 s
-    runner = Runner(dag, env={**os.environ, "FAST_NVCC_PTX_WEIGHT": weigh}, cwd=str(tmp_path), workdir=str(tmp_path),
-                    jobs=1, priorities=priorities(dag, costs), work=costs, internal=Internal())  # fmt: skip
-    result = runner.run()
-    assert result.returncode == 0
-    starts = {t: runner.records[t].start for t in (PTXAS, CC1PLUS)}
-    assert min(starts, key=starts.get) == first
+    assert first_of_ptxas_and_host_compile(dag, tmp_path, {**os.environ, "FAST_NVCC_PTX_WEIGHT": weigh}) == first
 
 
 @pytest.mark.parametrize("heaviest", ["compute_75", "compute_80", "compute_90"])
