@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..files import read_bytes, write_atomically
 from ..graph.host_compile import stub_path
 from ..graph.tasks import Action, Task
+from ..run.dispatch import MOMENT
 from ..run.handlers import TaskRun
 from ..run.task_records import StepFailed
 from . import learned_stub, module_id
@@ -56,11 +57,6 @@ def early_stub(run: TaskRun) -> bytes | None:
     stub = text.replace(_name(seed), _name(real))
     write_atomically(os.path.join(run.cwd, real), stub)
     return stub
-
-
-# How long a host compile's front waits for the last cicc's module_id check, once that cicc has
-# ended (the check reads two small files; one that runs its cicc again takes seconds).
-MOMENT = 0.5  # seconds
 
 
 def _await_own_check(run: TaskRun, own: int) -> None:

@@ -36,6 +36,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+# A step a moment long (a cicc's module_id check reads two small files) ends in milliseconds;
+# one still running after MOMENT (a check that runs its cicc again) no longer counts as one:
+# the scheduler stops holding the turn for it, and a host compile's front stops waiting for it.
+MOMENT = 0.5  # seconds
+
 
 @dataclass(frozen=True, slots=True)
 class Ready:

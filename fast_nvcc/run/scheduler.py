@@ -38,7 +38,7 @@ from ..machine.slots import PoolSlots, Slots
 from ..settings import switch
 from .backoff import Backoff
 from .captures import Captures
-from .dispatch import Ready, Turn, dispatch
+from .dispatch import MOMENT, Ready, Turn, dispatch
 from .early_inputs import EarlyInputs
 from .emitter import Emitter
 from .handlers import Handler, Internal, RunContext, all_handlers, feature_watches
@@ -309,11 +309,6 @@ class Runner:
 
     def _now(self) -> float:
         return time.monotonic() - self._t0
-
-
-# How long a running step a moment long (dispatch.py) holds the steps ranked below those it
-# leads to: a module_id check takes milliseconds; one that runs its cicc again no longer holds.
-MOMENT = 0.5  # seconds
 
 
 def _running_moments(moments: frozenset[int], records: Sequence[Record], processes: Processes, now: float) -> list[int]:
