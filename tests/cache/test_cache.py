@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import compare, fast_nvcc_command, mask, run_tool
 
-from fast_nvcc.cache.handlers import StepCache
+from fast_nvcc.cache.store import StepCache
 from fast_nvcc.settings import size
 
 # fast_nvcc's own decisions (conftest), which no load changes: run beside other tests (pyproject.toml)
