@@ -33,7 +33,7 @@ from .plan.invocation import Invocation, read_invocation
 from .plan.nvcc_args import threads
 from .plan.tool_traces import TRACE_OPTION, ToolTraces, add_tool_traces, requested_trace
 from .plan.toolchain import find_nvcc, has_option
-from .remote.sccache import conclude, open_for_invocation, remote_handler, route_remote
+from .remote.mode import remote_mode
 from .report.device_trace import finish_traces
 from .report.verbose import say_remote, say_task_notes
 from .run.captures import same_output
@@ -210,6 +210,8 @@ def _run(config: Config, invocation: Invocation, dag: Dag, learned: Learned, *, 
             # 4. clean up (run/outputs.py): what nvcc would have left, with its exit code
             result = settle(result, dag, plan, fresh, threaded=threaded, owners=learned.owners, cwd=cwd)
             if remote is not None:
+                from .remote.sccache import conclude
+
                 conclude(remote, result.records)
             # 6. learn: the measured costs and the guesses' outcomes, into the history
             learned.record(dag, result.records, cwd=cwd)
@@ -251,6 +253,11 @@ def _open_handlers(config: Config, invocation: Invocation, dag: Dag, *, workdir:
     env, cwd, plan = os.environ, invocation.cwd, invocation.plan
     handlers, cache = open_handlers(config.cache, nvcc=invocation.nvcc, plan=plan, env=env, cwd=cwd,
                                     workdir=workdir, combined_output=combine)  # fmt: skip
+    # sccache's module loads only where --remote or FAST_NVCC_REMOTE asks for it (remote/mode.py).
+    if remote_mode(config.remote, env) is None:
+        return dag, handlers, cache, None
+    from .remote.sccache import open_for_invocation, remote_handler, route_remote
+
     remote = open_for_invocation(config.remote, plan_env=plan.env, env=env, cwd=cwd, workdir=workdir, say=config.say)
     if remote is not None:
         dag = route_remote(dag, remote)

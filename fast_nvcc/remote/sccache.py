@@ -22,11 +22,11 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..errors import FastNvccError
 from ..files import read_bytes
 from ..graph.tasks import Action, Dag, Task
 from ..run.handlers import Handler, TaskRun
 from ..run.task_records import Record
+from .mode import RemoteError, remote_mode
 from .staging import Staging
 from .stats import TOOLS, StatsLedger
 
@@ -38,22 +38,6 @@ MIN_VERSION = (0, 9)
 DEBUG = frozenset({"-g", "--debug_mode", "--device-debug", "-generate-line-info", "--generate-line-info",
                    "-lineinfo"})  # fmt: skip
 QUERY_TIMEOUT = 30.0
-OFF = ("", "0", "none", "off", "local")
-
-
-class RemoteError(FastNvccError):
-    pass
-
-
-def remote_mode(option: str | None, env: Mapping[str, str]) -> str | None:
-    """``--remote`` wins over FAST_NVCC_REMOTE; None means everything runs here."""
-    value = option if option is not None else env.get("FAST_NVCC_REMOTE", "")
-    if value.lower() in OFF:
-        return None
-    if value.lower() == "sccache":
-        return "sccache"
-    source = "--remote" if option is not None else "FAST_NVCC_REMOTE"
-    raise RemoteError(f"{source}={value!r}: the remote launcher can be 'sccache' or 'none'")
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,10 +5,13 @@ steps that went through sccache."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ..graph.tasks import Action, Dag
-from ..remote.sccache import RemoteSteps
 from ..run.task_records import Record, State
+
+if TYPE_CHECKING:
+    from ..remote.sccache import RemoteSteps
 
 Say = Callable[[str], None]
 
