@@ -34,7 +34,6 @@ from .plan.nvcc_args import threads
 from .plan.tool_traces import TRACE_OPTION, ToolTraces, add_tool_traces, requested_trace
 from .plan.toolchain import find_nvcc, has_option
 from .remote.mode import remote_mode
-from .report.device_trace import finish_traces
 from .report.verbose import say_remote, say_task_notes
 from .run.captures import same_output
 from .run.internal_steps import PlanInternal
@@ -273,6 +272,9 @@ def _report(config: Config, invocation: Invocation, dag: Dag, result: RunResult,
     say_task_notes(dag, result.records, config.say)
     returncode, collected = result.returncode, None
     if traces is not None:
+        # Only a compile asked for traces loads their reader (report/device_trace.py).
+        from .report.device_trace import finish_traces
+
         returncode, collected = finish_traces(invocation.plan, dag, result, traces, requested=trace_value,
                                               effective=invocation.effective, sources=invocation.sources,
                                               owners=owners, cwd=invocation.cwd, started=started)  # fmt: skip
