@@ -30,8 +30,7 @@ from .machine.slot_choice import slots_from_environment
 from .passthrough import run_unchanged
 from .plan import exit_codes, split_option
 from .plan.invocation import Invocation, read_invocation
-from .plan.nvcc_args import threads
-from .plan.tool_traces import TRACE_OPTION, ToolTraces, add_tool_traces, requested_trace
+from .plan.nvcc_args import TRACE_OPTION, requested_trace, threads
 from .plan.toolchain import find_nvcc, has_option
 from .remote.mode import remote_mode
 from .report.verbose import say_remote, say_task_notes
@@ -45,6 +44,7 @@ from .settings import count
 
 if TYPE_CHECKING:
     from .cache.store import StepCache
+    from .plan.tool_traces import ToolTraces
     from .remote.sccache import RemoteSteps
     from .report.observer import StepObserver
     from .run.task_records import RunResult
@@ -124,6 +124,8 @@ def run(config: Config, args: Sequence[str]) -> int:
         config = replace(config, device_trace=False)
     traces = None
     if trace_value is not None or config.device_trace:
+        from .plan.tool_traces import add_tool_traces
+
         plan, traces = add_tool_traces(plan, directory=owner.path, cwd=cwd, host=config.device_trace)
         invocation = replace(invocation, plan=plan)
     # 6. learn: what earlier compiles of these sources taught, read before the graph it shapes

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 from ..files import read_bytes
 from ..graph.tasks import Action, Dag, Task
-from ..plan.tool_traces import trace_files
 from ..run.early_inputs import PID_PLACE, written
 from ..run.handlers import Handler, TaskRun
 from ..run.task_records import State
@@ -131,6 +130,9 @@ class EarlyVerdicts:
                 for failed in same or [task_id]:
                     self._open.discard(failed)
                     stopped = self.dag.tasks[failed]
+                    # (loaded already where traces are on: only their cicc write one)
+                    from ..plan.tool_traces import trace_files
+
                     run.redo(failed, printed(self.dag, stopped), why=why,
                              half_written=trace_files(stopped.step.argv))  # fmt: skip
             elif nvcc_id is not None and own_id is not None:

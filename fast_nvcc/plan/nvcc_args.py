@@ -218,6 +218,20 @@ def passthrough_reason(args: Sequence[str]) -> str | None:
     return None
 
 
+# The canonical name (iter_options's); nvcc takes -fdevice-time-trace too.
+TRACE_OPTION = "--fdevice-time-trace"
+
+
+def requested_trace(args: Sequence[str]) -> str | None:
+    """The value of the last --fdevice-time-trace (nvcc takes the last), or None.  Read here,
+    not in tool_traces.py: every compile asks, and only one that traces loads that module."""
+    value = None
+    for option in iter_options(args):
+        if option.name == TRACE_OPTION:
+            value = option.value
+    return value
+
+
 def threads(args: Sequence[str]) -> str | None:
     """The value of the last ``-t``/``--threads`` (nvcc takes the last); None without one.
     nvcc also reads the value glued to the short name (``-t0``), as llm.c's Makefile writes it."""

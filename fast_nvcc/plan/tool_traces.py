@@ -25,15 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from .dryrun import Kind, Plan, Step, file_key
+from .nvcc_args import TRACE_OPTION, iter_options
 
 # The first nvcc seen to keep a trace name ending in .json (13.0 does not; 13.1-13.4 unmeasured).
 KEEPS_JSON_SUFFIX = (13, 5)
 
 
 _VERSION_DEFINE = re.compile(r"-D__CUDACC_VER_(MAJOR|MINOR)__=(\d+)")
-
-
-TRACE_OPTION = "--fdevice-time-trace"  # nvcc_args' canonical name; -fdevice-time-trace too
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,17 +58,6 @@ class ToolTraces:
     host: tuple[HostTrace, ...] = ()
 
 
-def requested_trace(args: Sequence[str]) -> str | None:
-    """The value of the last --fdevice-time-trace (nvcc takes the last), or None."""
-    from .nvcc_args import iter_options
-
-    value = None
-    for option in iter_options(args):
-        if option.name == TRACE_OPTION:
-            value = option.value
-    return value
-
-
 def merged_trace_path(value: str, args: Sequence[str], *, version: tuple[int, int] = (13, 0)) -> str:
     """Where nvcc writes the merged trace, relative to the working directory (measured): nvcc
     13.0 appends ``.json`` to the name given (``tt.json`` gives ``tt.json.json``), 13.5 only to
@@ -79,8 +66,6 @@ def merged_trace_path(value: str, args: Sequence[str], *, version: tuple[int, in
     if value != "-":
         keeps = version >= KEEPS_JSON_SUFFIX and value.endswith(".json")
         return value if keeps else value + ".json"
-    from .nvcc_args import iter_options
-
     output = None
     for option in iter_options(args):
         if option.name == "--output-file":
