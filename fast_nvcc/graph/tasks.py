@@ -42,6 +42,9 @@ HANDLED_BY: dict[Action, str] = {
 
 @dataclass(frozen=True, slots=True)
 class Task:
+    """What the scheduler runs for a step: the step as printed, or one of fast_nvcc's own
+    actions on it (:class:`Action`)."""
+
     id: int
     step: Step
     action: Action
@@ -120,6 +123,8 @@ class Task:
 
 @dataclass(frozen=True, slots=True)
 class Dag:
+    """The tasks of one compile and, for each, the tasks it waits for."""
+
     tasks: tuple[Task, ...]
     preds: tuple[frozenset[int], ...]
     problems: tuple[str, ...] = ()  # why this DAG cannot be trusted; empty when it can

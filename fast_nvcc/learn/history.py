@@ -61,6 +61,8 @@ SMOOTHING = 0.5  # weight of the newest measurement
 
 @dataclass(frozen=True, slots=True)
 class Cost:
+    """What a step is expected to take: its seconds and its peak memory."""
+
     seconds: float  # on one core: a split step's (-split-compile N) is its cpu
     rss_kb: int
     # A split step's serial share: of its seconds, those its threads ran one at a time, which no
@@ -74,6 +76,8 @@ ASSEMBLE = Cost(0.2, 100 * 1024)
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
+    """One step's measured cost, as the history stores it per source, tool and architecture."""
+
     source: str
     tool: str
     arch: str

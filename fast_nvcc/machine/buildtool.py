@@ -27,6 +27,8 @@ _RECHECK_SECONDS = 0.5
 
 @dataclass(frozen=True, slots=True)
 class BuildTool:
+    """The ninja or make that runs this compile, and its job limit."""
+
     pid: int
     kind: str  # "ninja" or "make"
     jobs: int | None  # None: unbounded (ninja -j0, make -j)

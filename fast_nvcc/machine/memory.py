@@ -84,6 +84,8 @@ def fits(need: int, *, free: int, claimed: Sequence[tuple[int, int]], reserve: i
 
 @dataclass(frozen=True, slots=True)
 class _Held:
+    """The memory a running task holds of the budget, and its claim in the budget's files."""
+
     claim: Claim
     bytes: int
 

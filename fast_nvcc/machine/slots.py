@@ -372,6 +372,9 @@ class PoolSlots(Slots):
 
 @dataclass(frozen=True, slots=True)
 class _Hold:
+    """What a task of this compile holds of the pool: a slot (or none, over the pool), and the
+    mark that tells the others."""
+
     slot: int | None  # None: running over the pool
     mark: Claim | None  # "extra-...", "extra-drain-..." or "over-...", for the others to count
 

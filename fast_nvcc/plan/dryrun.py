@@ -107,6 +107,8 @@ class PlanError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Step:
+    """One command of nvcc's plan, with the files it reads and writes."""
+
     index: int
     text: str  # the plan line as nvcc printed it, temp names retargeted
     kind: Kind
@@ -132,6 +134,8 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """nvcc's whole plan for one invocation: its steps in nvcc's order, and what they run in."""
+
     steps: tuple[Step, ...]
     env: Mapping[str, str]  # the environment of every command: the caller's plus the plan's
     assignments: tuple[tuple[str, str], ...]
@@ -156,6 +160,8 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class DryRun:
+    """What ``nvcc --dryrun`` returned; the plan is in its stderr."""
+
     returncode: int
     stdout: bytes
     stderr: str

@@ -19,6 +19,9 @@ from .nvcc_args import effective_args, input_files, passthrough_reason
 
 @dataclass(frozen=True, slots=True)
 class Invocation:
+    """One nvcc command line as fast_nvcc reads it: nvcc's plan for it, or why nvcc runs it
+    unchanged."""
+
     nvcc: str
     args: tuple[str, ...]
     cwd: str

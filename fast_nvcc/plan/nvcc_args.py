@@ -129,6 +129,8 @@ _PHONY = {"-MP", "--generate-dependency-targets"}
 
 @dataclass(frozen=True, slots=True)
 class Option:
+    """One option of nvcc's command line, with its value where it takes one."""
+
     name: str  # canonical long name for value options, the word itself otherwise
     value: str | None
 

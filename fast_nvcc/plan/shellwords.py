@@ -20,6 +20,8 @@ _OPERATORS = frozenset("|&;()<>")
 
 @dataclass(frozen=True, slots=True)
 class Redirect:
+    """A redirection of the line: ``fd`` to ``target`` (``>``, ``2>``; ``>>`` appends)."""
+
     fd: int
     target: str
     append: bool = False
@@ -27,6 +29,8 @@ class Redirect:
 
 @dataclass(frozen=True, slots=True)
 class Words:
+    """One plan line split: its words, its redirections, and whether only ``sh -c`` can run it."""
+
     words: tuple[str, ...]
     redirects: tuple[Redirect, ...]
     needs_shell: bool

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class Backoff:
+    """The wait between looks that doubles while nothing changes (the module's docstring)."""
+
     first: float
     most: float
     _next: float = 0.0

@@ -27,6 +27,8 @@ from .watchdog import Watchdog, die_with_parent
 
 @dataclass(frozen=True, slots=True)
 class Spawned:
+    """How a command ended: its exit code, its captured output files and its resource usage."""
+
     returncode: int
     captures: list[tuple[int, str]]
     usage: Any  # the child's resource usage, from wait4
@@ -34,6 +36,8 @@ class Spawned:
 
 @dataclass(slots=True)
 class _Running:
+    """A task that runs now, and the process of its command once it has one."""
+
     task: Task
     proc: subprocess.Popen[bytes] | None = None
     killed: bool = False

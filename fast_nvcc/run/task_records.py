@@ -123,6 +123,8 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
+    """How a run of the graph ended: its exit code, the task that failed, every task's record."""
+
     returncode: int
     records: tuple[Record, ...]
     failed_task: int | None
