@@ -177,8 +177,11 @@ def main() -> int:
             base = variant.removesuffix("-learned")
             if variant.startswith("fast_nvcc"):
                 log = work / f"{variant}.jsonl"
-                # A state directory of its own (history, learned stubs): each one a first build; a
-                # -learned variant's is its first build's.
+                log.unlink(missing_ok=True)  # (a variant named twice: each run's log its own)
+                # A state directory of its own (history, learned stubs): each one a first build, also
+                # where --variants names it twice; a -learned variant's is its first build's.
+                if base == variant:
+                    shutil.rmtree(work / f"state-{base}", ignore_errors=True)
                 env.update(FAST_NVCC_LOG=str(log), FAST_NVCC_CACHE_DIR=str(work / f"state-{base}"))
                 if base != "fast_nvcc":
                     env.update(FAST_NVCC_SPLIT=str(options.split), FAST_NVCC_SPLIT_SOURCES="long.cu")
