@@ -130,7 +130,7 @@ class EarlyVerdicts:
                 for failed in same or [task_id]:
                     self._open.discard(failed)
                     stopped = self.dag.tasks[failed]
-                    # (loaded already where traces are on: only their cicc write one)
+                    # (a failed guess only: a traced cicc may have half written its trace)
                     from ..plan.tool_traces import trace_files
 
                     run.redo(failed, printed(self.dag, stopped), why=why,

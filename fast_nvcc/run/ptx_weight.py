@@ -6,9 +6,9 @@ cicc's cpu.  The PTX is on disk the moment its cicc ends, and its size, read wit
 gives the ptxas' seconds on one core at SECONDS_PER_MIB.  Measured (docs/benchmarks.md, round
 32): PTX size spreads as much against ptxas' cpu (2.8-7.6 s per MiB there), and since no ptxas
 waited for its start the rank only shares cores among running split ptxas: neutral on its own,
-so off by default.  Kept for a first build that ends its heavy ciccs sooner (round 30's stub
-probe rank), where the heaviest compile's ptxas then shared the cores alike with light ones:
-its PTX, the largest, is the one thing that told it apart.
+so off by default.  With a split cicc ranked by its stub probe (round 33) the heavy ciccs ended
+sooner, but their ptxas then ran beside the light ones' and the ptxas spent 1.20x their cpu:
+no faster by wall either.  What it measures stays an experiment's.
 """
 
 from __future__ import annotations
