@@ -15,8 +15,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .cache.handlers import open_handlers
 from .graph.choose import choose_dag, mark_before_threads
@@ -50,8 +49,7 @@ if TYPE_CHECKING:
     from .run.task_records import RunResult
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
+class Config(NamedTuple):
     """fast_nvcc's own options, parsed."""
 
     nvcc: str | None = None
@@ -121,13 +119,13 @@ def run(config: Config, args: Sequence[str]) -> int:
     if config.device_trace and not has_option(nvcc, TRACE_OPTION):
         print(f"fast_nvcc: warning: --device-trace: {nvcc} has no --fdevice-time-trace: compiling"
               " without device traces", file=sys.stderr, flush=True)  # fmt: skip
-        config = replace(config, device_trace=False)
+        config = config._replace(device_trace=False)
     traces = None
     if trace_value is not None or config.device_trace:
         from .plan.tool_traces import add_tool_traces
 
         plan, traces = add_tool_traces(plan, directory=owner.path, cwd=cwd, host=config.device_trace)
-        invocation = replace(invocation, plan=plan)
+        invocation = invocation._replace(plan=plan)
     # 6. learn: what earlier compiles of these sources taught, read before the graph it shapes
     learned = Learned.load(plan, [os.path.join(cwd, s) for s in invocation.sources])
     # 2. graph
@@ -143,7 +141,7 @@ def run(config: Config, args: Sequence[str]) -> int:
         if isinstance(exc, ImportError):  # run by a Python without fast_nvcc's dependencies: say so
             print(f"fast_nvcc: warning: {exc}: running nvcc unchanged (pip install fast_nvcc's dependencies:"
                   " networkx, psutil)", file=sys.stderr, flush=True)  # fmt: skip
-        return run_unchanged(replace(invocation, passthrough=f"cannot build the graph: {exc!r}"),
+        return run_unchanged(invocation._replace(passthrough=f"cannot build the graph: {exc!r}"),
                              log=config.log, started=started, say=say)  # fmt: skip
     try:
         return _run(config, invocation, dag, learned, workdir=owner.path, traces=traces, trace_value=trace_value,

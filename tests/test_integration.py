@@ -6,6 +6,7 @@ source's path), each with a private TMPDIR that fast_nvcc must leave empty.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import sys
@@ -181,6 +182,25 @@ def test_a_python_without_the_dependencies_says_so_and_runs_nvcc(nvcc, sources, 
     assert outcome.returncode == 0 and (sources / "k.o").exists()
     (line,) = outcome.stderr.decode().splitlines()
     assert line.startswith("fast_nvcc: warning: ") and dependency in line and "running nvcc unchanged" in line
+
+
+@pytest.mark.one_toolchain
+def test_a_compiles_path_creates_no_dataclass(nvcc, sources, tmp_path):
+    """A dataclass costs each compile about a millisecond to create, and the module with its
+    inspect about 10 ms more (docs/development.md): the records a compile's path makes are
+    NamedTuples or classes of their own.  Run by a Python that cannot import dataclasses, a
+    compile (first and learned: host split, learned stub, module_id check) still runs its graph."""
+    hide = "import sys; sys.modules['dataclasses'] = None; from fast_nvcc.cli import main; sys.exit(main())"
+    log = tmp_path / "log.jsonl"
+    command = [sys.executable, "-c", hide, "--nvcc", nvcc, "--", "-c", "kernel.cu", I, "-o", "k.o",
+               "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]  # fmt: skip
+    env = {"FAST_NVCC_LOG": str(log), "FAST_NVCC_CACHE_DIR": str(tmp_path / "state")}
+    for _ in range(2):
+        outcome = run_tool(command, cwd=sources, tmpdir=tmp_path / "t", env=env)
+        assert outcome.returncode == 0 and outcome.stderr == b"" and (sources / "k.o").exists()
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [run["mode"] for run in runs] == ["dag", "dag"]
+    assert [s["state"] for r in runs for s in r["steps"] if s["tool"] == "learned stub"] == ["dropped", "done"]
 
 
 @pytest.mark.one_toolchain  # the signal is sh's and the host compiler's, not nvcc's version's

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import settings
@@ -79,6 +78,9 @@ class HostCache:
         prepared = self.keys.prepare(run.task, combined_output=self.combined, assembly=assembly)
         if prepared is None:
             return None
+        # (Here: only a compile with the cache on needs dataclasses, docs/development.md.)
+        from dataclasses import replace
+
         prepared = replace(prepared, tool="cc1plus")
         self._prepared[(run.task.id, "assembly")] = prepared
         captures = self.cache.fetch(prepared)

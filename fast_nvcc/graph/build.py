@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 
 from ..plan.dryrun import Plan, Step, is_temp, source_outputs
 from .host_compile import early_stubs, split_host_compiles
@@ -62,7 +61,7 @@ def build_dag(
     for task in tasks:
         step = task.step
         closure = _closure(step.reads, embeds)
-        tasks[task.id] = replace(task, reads=frozenset(closure))
+        tasks[task.id] = task._replace(reads=frozenset(closure))
         for key in sorted(closure):
             writer = last_writer.get(key)
             if writer is not None:

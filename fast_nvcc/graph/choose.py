@@ -4,7 +4,6 @@ history allows (a cicc's own module_id, the host compile split, its early stub).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Protocol
 
 from ..plan.dryrun import Plan, Step
@@ -54,4 +53,4 @@ def choose_dag(
 def mark_before_threads(dag: Dag, steps: set[int]) -> Dag:
     """Under nvcc's -t, the tasks of the steps nvcc runs before its threads
     (fast_nvcc.plan.exit_codes.before_threads): a failure there ends the compile as nvcc's does."""
-    return replace(dag, tasks=tuple(replace(t, before_threads=t.step.index in steps) for t in dag.tasks))
+    return dag._replace(tasks=tuple(t._replace(before_threads=t.step.index in steps) for t in dag.tasks))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 
 from ..plan.dryrun import TEMP_TAG, Kind, Step
 from ..plan.split_option import split_threads
@@ -74,9 +73,9 @@ def split_host_compiles(
         private = os.path.join(workdir, f"fatbin.{step.index}.c")
         argv = list(writer.argv)
         argv[mentions[0]] = argv[mentions[0]].replace(path, private)
-        tasks[writer.id] = replace(writer, argv=tuple(argv))
-        front = replace(task, action=Action.HOST_FRONT, fatbin=(path, private), fatbinary=writer.argv)
-        back = replace(front, id=len(tasks), action=Action.HOST_BACK, front=task.id)
+        tasks[writer.id] = writer._replace(argv=tuple(argv))
+        front = task._replace(action=Action.HOST_FRONT, fatbin=(path, private), fatbinary=writer.argv)
+        back = front._replace(id=len(tasks), action=Action.HOST_BACK, front=task.id)
         tasks[task.id] = front
         tasks.append(back)
         preds.append({task.id, writer.id})
@@ -210,10 +209,10 @@ def _seeds(last: Task, siblings: Sequence[Task], *, private: str) -> tuple[tuple
 
 def _write_stub_privately(tasks: list[Task], last: Task, private: str) -> None:
     """The last cicc, and the rerun of its module_id check, write their stub to ``private``."""
-    tasks[last.id] = replace(last, argv=_with_stub(last.argv, private))
+    tasks[last.id] = last._replace(argv=_with_stub(last.argv, private))
     if last.checked_by is not None:
         check = tasks[last.checked_by]
-        tasks[check.id] = replace(check, rerun=_with_stub(check.rerun, private))
+        tasks[check.id] = check._replace(rerun=_with_stub(check.rerun, private))
 
 
 def _add_stub_probe(tasks: list[Task], preds: list[set[int]], succs: list[set[int]], *, last: Task,
@@ -278,8 +277,8 @@ def _start_on_any_stub(tasks: list[Task], preds: list[set[int]], succs: list[set
                        stub: tuple[str, str, tuple[tuple[int, str], ...]], last_done: int) -> None:  # fmt: skip
     """The front waits for any one of the stub's seeds, the back for the last cicc too."""
     group = frozenset(done for done, _ in stub[2])
-    tasks[front] = replace(tasks[front], stub=stub, any_of=group)
-    tasks[back] = replace(tasks[back], stub=stub)
+    tasks[front] = tasks[front]._replace(stub=stub, any_of=group)
+    tasks[back] = tasks[back]._replace(stub=stub)
     for done in group:
         preds[front].add(done)
         succs[done].add(front)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import replace
 
 from ..plan.dryrun import Kind, Step
 from .tasks import Action, Dag, Task
@@ -66,15 +65,15 @@ def check_module_ids(
         way = guess(step)
         if isinstance(way, str):
             argv = _with_module_id_file(task.argv, private)
-            tasks[task.id] = replace(task, argv=argv, checked_by=check.id, early=early, predicted_module_id=way)
+            tasks[task.id] = task._replace(argv=argv, checked_by=check.id, early=early, predicted_module_id=way)
         elif way:
             argv = _with_private_module_id(task.argv, private)
             reads = task.reads - {step.module_id or ""}
-            tasks[task.id] = replace(task, argv=argv, checked_by=check.id, reads=reads, own_module_id=True,
+            tasks[task.id] = task._replace(argv=argv, checked_by=check.id, reads=reads, own_module_id=True,
                                      early=early)  # fmt: skip
             preds[task.id].discard(writer)
         else:
-            tasks[task.id] = replace(task, checked_by=check.id, early=early)
+            tasks[task.id] = task._replace(checked_by=check.id, early=early)
         preds.append({writer, task.id})
         succs.append(set())
         for succ in list(succs[task.id]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..plan.dryrun import Kind, Step
 
@@ -40,8 +40,7 @@ HANDLED_BY: dict[Action, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Task:
+class Task(NamedTuple):
     """What the scheduler runs for a step: the step as printed, or one of fast_nvcc's own
     actions on it (:class:`Action`)."""
 
@@ -121,8 +120,7 @@ class Task:
         return (0 if self.before_threads else 1, self.step.index, within)
 
 
-@dataclass(frozen=True, slots=True)
-class Dag:
+class Dag(NamedTuple):
     """The tasks of one compile and, for each, the tasks it waits for."""
 
     tasks: tuple[Task, ...]

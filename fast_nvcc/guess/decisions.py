@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MODULE_ID = "module_id"
 PREDICTED_MODULE_ID = "predicted_module_id"
@@ -40,8 +40,7 @@ PRIOR_WEIGHT = 10  # ... worth that many sources' outcomes
 FRONT_END_SHARE = 0.7
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """How one guess went for one source (and architecture, for a cicc's)."""
 
     source: str

@@ -36,7 +36,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..files import read_bytes, write_atomically
 from ..graph.tasks import Action
@@ -71,8 +71,7 @@ def template_path(directory: str, fatbinary_argv: Sequence[str], *, path: str | 
     return os.path.join(directory, "fatbin-templates", f"{digest}.c")
 
 
-@dataclass(frozen=True, slots=True)
-class FatbinC:
+class FatbinC(NamedTuple):
     """A real ``.fatbin.c``, read once: the text around its data lines, and the data."""
 
     placeholder: str  # the text with the data lines replaced by the marker
@@ -115,8 +114,7 @@ def read_template(template: str) -> str | None:
     return text if text.count(MARKER) == 1 else None
 
 
-@dataclass(frozen=True, slots=True)
-class DriverPlan:
+class DriverPlan(NamedTuple):
     """What ``gcc -###`` says the driver would run: cc1plus, then as, with their environment."""
 
     cc1: tuple[str, ...]
@@ -186,8 +184,7 @@ def _same_but_size(a: str, b: str) -> bool:
 # -- the two tasks, as the scheduler runs them ------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Front:
+class _Front(NamedTuple):
     """What a front task leaves its back task."""
 
     placeholder: str

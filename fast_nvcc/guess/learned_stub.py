@@ -28,7 +28,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..files import read_bytes, write_atomically
 from ..graph.tasks import Action
@@ -58,8 +58,7 @@ def replace_module_id(stub: bytes, old: bytes, new: bytes) -> bytes:
     return stub.replace(old, new)
 
 
-@dataclass(frozen=True, slots=True)
-class Masks:
+class Masks(NamedTuple):
     """What differs from one run of a compile to the next, as this run spells it."""
 
     directory: bytes  # the temp directory the plan's files are in, with its separator
@@ -80,8 +79,7 @@ class Masks:
         return data.replace(_ID, self.module_id)
 
 
-@dataclass(frozen=True, slots=True)
-class Learned:
+class Learned(NamedTuple):
     """What a learned stub task leaves the back task, which keeps the real stub for next time."""
 
     record: str  # the file that keeps it

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..files import read_bytes
@@ -65,7 +64,7 @@ def printed(dag: Dag, task: Task) -> Task:
     """``task`` (a cicc that guessed) as nvcc printed it: nvcc's module_id, read once written."""
     assert task.checked_by is not None
     check = dag.tasks[task.checked_by]
-    return replace(task, argv=check.rerun, own_module_id=False, predicted_module_id=None,
+    return task._replace(argv=check.rerun, own_module_id=False, predicted_module_id=None,
                    reads=task.reads | check.reads)  # fmt: skip
 
 

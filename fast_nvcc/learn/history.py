@@ -17,7 +17,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..guess.decisions import NOTHING_KNOWN, Memory, Outcome
 from ..plan.dryrun import Kind
@@ -59,8 +59,7 @@ DEFAULT_MIB: Mapping[Kind, int] = {
 SMOOTHING = 0.5  # weight of the newest measurement
 
 
-@dataclass(frozen=True, slots=True)
-class Cost:
+class Cost(NamedTuple):
     """What a step is expected to take: its seconds and its peak memory."""
 
     seconds: float  # on one core: a split step's (-split-compile N) is its cpu
@@ -74,8 +73,7 @@ class Cost:
 ASSEMBLE = Cost(0.2, 100 * 1024)
 
 
-@dataclass(frozen=True, slots=True)
-class Measurement:
+class Measurement(NamedTuple):
     """One step's measured cost, as the history stores it per source, tool and architecture."""
 
     source: str

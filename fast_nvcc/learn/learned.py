@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from ..graph.tasks import Action, Dag, Task
 from ..guess import decisions as guesses
@@ -27,19 +26,22 @@ from .history import ASSEMBLE, Cost, History, Measurement, estimate, history_pat
 _FREE = Cost(0.0, 0)
 
 
-@dataclass(slots=True)
 class Learned:
     """What the history knows of this compile's sources: its steps' costs, and how its
     guesses went (fast_nvcc.guess.decisions), which decide which guesses the graph takes."""
 
-    plan: Plan
-    history: History | None
-    costs: dict
-    memory: guesses.Memory
-    owners: dict[int, str]  # plan step index -> the source it works for
-    # Does the build tool above hold compiles back (fast_nvcc.machine.buildtool)?  Then no core is
-    # spare for a guessed module_id.
-    saturated: Callable[[], bool] = lambda: False
+    __slots__ = ("costs", "history", "memory", "owners", "plan", "saturated")
+
+    def __init__(self, plan: Plan, history: History | None, costs: dict, memory: guesses.Memory,
+                 owners: dict[int, str], saturated: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
+        self.plan = plan
+        self.history = history
+        self.costs = costs
+        self.memory = memory
+        self.owners = owners  # plan step index -> the source it works for
+        # Does the build tool above hold compiles back (fast_nvcc.machine.buildtool)?  Then no
+        # core is spare for a guessed module_id.
+        self.saturated = saturated
 
     @classmethod
     def load(cls, plan: Plan, sources: Sequence[str], *, env: Mapping[str, str] = os.environ) -> Learned:

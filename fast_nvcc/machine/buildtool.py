@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .cpus import usable_cpus
 from .process_tree import children, command_line, identity, running
@@ -25,8 +25,7 @@ _TOOLS = {"ninja": "ninja", "samu": "ninja", "make": "make", "gmake": "make"}
 _RECHECK_SECONDS = 0.5
 
 
-@dataclass(frozen=True, slots=True)
-class BuildTool:
+class BuildTool(NamedTuple):
     """The ninja or make that runs this compile, and its job limit."""
 
     pid: int

@@ -7,23 +7,21 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MIB = 1 << 20
 # v1's "no limit" is the largest page-aligned long; anything this high is no limit.
 UNLIMITED = 1 << 60
 
 
-@dataclass(frozen=True, slots=True)
-class Cgroup:
+class Cgroup(NamedTuple):
     """One memory cgroup directory this process sits in (or under)."""
 
     version: int  # 1 or 2
     path: str
 
 
-@dataclass(frozen=True, slots=True)
-class Level:
+class Level(NamedTuple):
     """One cgroup's limit and usage, in bytes (usage without reclaimable page cache)."""
 
     path: str
@@ -32,8 +30,7 @@ class Level:
     oom_kills: int
 
 
-@dataclass(frozen=True, slots=True)
-class Headroom:
+class Headroom(NamedTuple):
     """What a new step may use: ``free`` bytes now, under a ``limit`` (both the smallest of the
     machine's and every limited cgroup's), ``where`` says which one binds."""
 

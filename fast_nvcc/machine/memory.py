@@ -46,7 +46,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..settings import switch
 from .headroom import (
@@ -82,8 +82,7 @@ def fits(need: int, *, free: int, claimed: Sequence[tuple[int, int]], reserve: i
 # -- the budget --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Held:
+class _Held(NamedTuple):
     """The memory a running task holds of the budget, and its claim in the budget's files."""
 
     claim: Claim

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .process_tree import children, children_files
 
@@ -44,8 +44,7 @@ class LiveUsage:
         return table
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessTable:
+class ProcessTable(NamedTuple):
     """One pass over the process trees asked for: each process's children and RSS, in bytes."""
 
     taken: float  # time.monotonic() of the pass

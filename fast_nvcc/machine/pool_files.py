@@ -23,7 +23,7 @@ import signal
 import threading
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # Priorities are seconds of remaining path, kept in milliseconds: a rank name holds up to
 # about eleven days of it.
@@ -36,8 +36,7 @@ def _millis(seconds: float) -> int:
     return min(_PRIORITY_SPAN, int(max(0.0, seconds) * 1000))
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
+class Claim(NamedTuple):
     """A file of the pool that its owner holds an flock on while it means something."""
 
     path: str

@@ -44,7 +44,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .cpus import usable_cpus
 from .headroom import read_headroom
@@ -67,8 +67,7 @@ def next_look(*, free: int, low: int, fall: float, tick: float, slow: float) -> 
     return max(tick, min(slow, room / fall / 2))
 
 
-@dataclass(frozen=True, slots=True)
-class Claimed:
+class Claimed(NamedTuple):
     """A running step of the machine, as the budget's directory shows it."""
 
     key: str  # "<pid>-<n>", its claim's

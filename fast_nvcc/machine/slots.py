@@ -16,7 +16,7 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .buildtool import Saturation
 from .pool_files import Claim, RequestBoard, ScalesTold, SlotLocks, Told, WorkLeft, live
@@ -370,8 +370,7 @@ class PoolSlots(Slots):
             files.close()
 
 
-@dataclass(frozen=True, slots=True)
-class _Hold:
+class _Hold(NamedTuple):
     """What a task of this compile holds of the pool: a slot (or none, over the pool), and the
     mark that tells the others."""
 

@@ -15,7 +15,7 @@ import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .shellwords import Redirect, split_words
 
@@ -105,8 +105,7 @@ class PlanError(Exception):
     """The dryrun output is not a plan fast_nvcc understands."""
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
     """One command of nvcc's plan, with the files it reads and writes."""
 
     index: int
@@ -132,8 +131,7 @@ class Step:
         return " ".join(part for part in (str(self.index), self.tool, self.arch) if part)
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
     """nvcc's whole plan for one invocation: its steps in nvcc's order, and what they run in."""
 
     steps: tuple[Step, ...]
@@ -143,7 +141,7 @@ class Plan:
     # precede (len(steps) for those after the last one).
     messages: tuple[tuple[int, str], ...] = ()
     temp_tag: str = ""  # the tmpxft_<pid>_<n> part of this plan's temporary names
-    temp_paths: frozenset[str] = field(default_factory=frozenset)  # every temp path mentioned
+    temp_paths: frozenset[str] = frozenset()  # every temp path mentioned
 
     def path_of(self, key: str) -> str:
         """The path of a file key (Step.reads/writes): temp keys are basenames, other keys are
@@ -158,8 +156,7 @@ class Plan:
         return {os.path.basename(path): path for path in self.temp_paths}
 
 
-@dataclass(frozen=True, slots=True)
-class DryRun:
+class DryRun(NamedTuple):
     """What ``nvcc --dryrun`` returned; the plan is in its stderr."""
 
     returncode: int

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..settings import switch
 from .dryrun import Plan, PlanError, parse_plan, retarget, run_dryrun
 from .nvcc_args import effective_args, input_files, passthrough_reason
 
 
-@dataclass(frozen=True, slots=True)
-class Invocation:
+class Invocation(NamedTuple):
     """One nvcc command line as fast_nvcc reads it: nvcc's plan for it, or why nvcc runs it
     unchanged."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # nvcc's options that take a value (from `nvcc --help`, CUDA 13.0): long name, short name.
 _VALUE_OPTIONS = {
@@ -127,16 +127,14 @@ _NONSYSTEM = {
 _PHONY = {"-MP", "--generate-dependency-targets"}
 
 
-@dataclass(frozen=True, slots=True)
-class Option:
+class Option(NamedTuple):
     """One option of nvcc's command line, with its value where it takes one."""
 
     name: str  # canonical long name for value options, the word itself otherwise
     value: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class DependencyOptions:
+class DependencyOptions(NamedTuple):
     """What nvcc's dependency filter needs besides the preprocessed files."""
 
     target: str | None  # -MT, or the output object (-o/-odir) when given; None: from the source

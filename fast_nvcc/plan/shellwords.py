@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OPERATORS = frozenset("|&;()<>")
 
 
-@dataclass(frozen=True, slots=True)
-class Redirect:
+class Redirect(NamedTuple):
     """A redirection of the line: ``fd`` to ``target`` (``>``, ``2>``; ``>>`` appends)."""
 
     fd: int
@@ -27,8 +26,7 @@ class Redirect:
     append: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Words:
+class Words(NamedTuple):
     """One plan line split: its words, its redirections, and whether only ``sh -c`` can run it."""
 
     words: tuple[str, ...]

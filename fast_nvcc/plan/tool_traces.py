@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .dryrun import Kind, Plan, Step, file_key
 from .nvcc_args import TRACE_OPTION, iter_options
@@ -141,7 +141,7 @@ def add_tool_traces(plan: Plan, *, directory: str, cwd: str, host: bool = False)
             hosts.append(HostTrace(path, step.index))
     # The clang traces sit next to the user's objects: the run's clean-up removes them (run/outputs.py).
     temp_paths = plan.temp_paths | {h.path for h in hosts}
-    return (replace(plan, steps=tuple(steps), env=env, temp_paths=temp_paths),
+    return (plan._replace(steps=tuple(steps), env=env, temp_paths=temp_paths),
             ToolTraces(tuple(files), pids, tuple(hosts)))  # fmt: skip
 
 
@@ -176,4 +176,4 @@ def _with_words(step: Step, words: Sequence[str], *, at_end: bool, writes, reads
         argv = (step.argv[0], *words, *step.argv[1:])
         first, _, rest = step.text.partition(" ")
         text = f"{first} {quoted} {rest}"
-    return replace(step, argv=argv, text=text, writes=step.writes | writes, reads=step.reads | reads)
+    return step._replace(argv=argv, text=text, writes=step.writes | writes, reads=step.reads | reads)

@@ -12,7 +12,6 @@ sccache's statistics, is :mod:`.stats`'s.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import re
@@ -151,8 +150,8 @@ class RemoteSteps:
 
 def route_remote(dag: Dag, remote: RemoteSteps) -> Dag:
     """The same graph, with the steps sccache takes as tasks of their own kind."""
-    tasks = tuple(dataclasses.replace(t, action=Action.REMOTE) if remote.wants(t) else t for t in dag.tasks)
-    return dataclasses.replace(dag, tasks=tasks)
+    tasks = tuple(t._replace(action=Action.REMOTE) if remote.wants(t) else t for t in dag.tasks)
+    return dag._replace(tasks=tasks)
 
 
 def remote_handler(remote: RemoteSteps) -> Handler:

@@ -6,7 +6,7 @@ compile produces."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from ..errors import FastNvccError
 from ..files import write_atomically
@@ -19,8 +19,7 @@ class ReportError(FastNvccError):
     """A report cannot be written as asked (one line for the user)."""
 
 
-@dataclass(frozen=True, slots=True)
-class StepReport:
+class StepReport(NamedTuple):
     task: int
     index: int
     label: str
@@ -64,8 +63,7 @@ class StepReport:
         return max((n for _, n in self.core_timeline), default=0)
 
 
-@dataclass(frozen=True, slots=True)
-class RunReport:
+class RunReport(NamedTuple):
     steps: tuple[StepReport, ...]
     wall_seconds: float
     exit_code: int
@@ -211,7 +209,7 @@ def as_run(dag: Dag, records: Sequence[Record]) -> Dag:
             preds[task.id].discard(writer)
         elif task.own_module_id and record.guess_failed:
             preds[task.id].add(writer)
-    return replace(dag, preds=tuple(frozenset(p) for p in preds))
+    return dag._replace(preds=tuple(frozenset(p) for p in preds))
 
 
 def _tool_of(task, record) -> str:

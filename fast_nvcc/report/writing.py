@@ -7,23 +7,19 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
-from ..graph.tasks import Dag
-from ..plan.invocation import Invocation
-from ..run.task_records import RunResult
-from . import device_trace
-from .observer import StepObserver
-from .graph_file import write_graph
 from .log import append_log, log_record
 from .run_report import ReportError, build_report
-from .summary import format_summary
-from .table import write_table
-from .trace import write_trace
+
+if TYPE_CHECKING:
+    from ..graph.tasks import Dag
+    from ..plan.invocation import Invocation
+    from ..run.task_records import RunResult
+    from .observer import StepObserver
 
 
-@dataclass(frozen=True, slots=True)
-class ReportOptions:
+class ReportOptions(NamedTuple):
     graph: str | None = None
     table: str | None = None
     trace: str | None = None
@@ -56,13 +52,22 @@ def write_reports(
     outputs = sorted({os.path.normpath(os.path.join(cwd, o)) for s in plan.steps for o in s.outputs})
     sources = invocation.sources
     title = f"nvcc {' '.join(invocation.args)}"
+    # Each report's module loads where it is asked for (FAST_NVCC_LOG's alone is common).
     if options.graph:
+        from .graph_file import write_graph
+
         try_report(lambda: write_graph(report, options.graph, title=title), "--graph")
     if options.table:
+        from .table import write_table
+
         try_report(lambda: write_table(report, options.table), "--table")
     if options.trace:
+        from .trace import write_trace
+
         try_report(lambda: write_trace(report, options.trace, name=title, tool_events=tool_events), "--trace")
     if options.summary:
+        from .summary import format_summary
+
         what = " ".join(os.path.basename(s) for s in sources) + " -> " + " ".join(os.path.relpath(o, cwd) for o in outputs)
         sys.stderr.write(format_summary(report, what=what))
         sys.stderr.flush()
@@ -73,6 +78,8 @@ def write_reports(
             mode=mode, report=report,
         )  # fmt: skip
         if tool_events is not None:
+            from . import device_trace
+
             sidecar = device_trace.sidecar_path(options.log)
             record["device_trace"] = {"file": sidecar, "id": f"{os.getpid()}-{started}"}
             line = device_trace.sidecar_line(record["device_trace"]["id"], plan, tool_events)

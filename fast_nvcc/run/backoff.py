@@ -14,16 +14,15 @@ at once (their ends come through the launcher's queue).  Where the pool wakes it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
-
-@dataclass(slots=True)
 class Backoff:
     """The wait between looks that doubles while nothing changes (the module's docstring)."""
 
-    first: float
-    most: float
-    _next: float = 0.0
+    __slots__ = ("_next", "first", "most")
+
+    def __init__(self, first: float, most: float) -> None:
+        self.first, self.most = first, most
+        self._next = 0.0
 
     def wait(self, *, changed: bool) -> float:
         """The seconds to wait now; ``changed``: a task started or ended since the last wait."""

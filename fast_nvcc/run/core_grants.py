@@ -51,7 +51,6 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..machine.cpus import usable_cpus
@@ -61,33 +60,52 @@ from ..machine.process_tree import children_files, state
 if TYPE_CHECKING:
     from .admission import Admission
 
-@dataclass(slots=True)
 class Grant:
     """A running split step and the cores it holds (``cores[0]`` is its own step's)."""
 
-    task_id: int
-    threads: int  # N: more cores than threads would idle
-    # Its rank: its remaining path through its compile, as its compile ranks its steps (scaled by
-    # how far its steps overran their estimates, ready_queue.py), less the work its threads have
-    # done (``ran``) only where its compile's estimates have shown credible: else a pole that
-    # overran its default estimate would fall back to a light compile's rank
-    # (ReadyQueue.remaining; docs/benchmarks.md: a split step's rank).
-    priority: float = 0.0
-    cores: list[int] = field(default_factory=list)
-    stops: bool = True  # may a running step stop for its threads (yielding.STOPS_FOR)?
-    serial: float = 0.0  # the share of its time more cores do not shorten (split_option.SERIAL_SHARE)
-    locked: set[int] = field(default_factory=set)  # those of ``cores`` we hold an flock on
-    again: int = 0  # polls left to hold its threads again (threads made while we held them)
-    timeline: list[tuple[float, int]] = field(default_factory=list)  # (when, cores) at each change
-    runnable: int | None = None  # its threads running or waiting for a core at the last look (None: unknown)
-    idle_looks: int = 0  # looks in a row that found it holding more cores than it wants
-    # Seconds its threads ran one at a time (or none ran), as the looks saw: its serial part,
-    # which no core shortens (FAST_NVCC_LOG's serial_seconds; cicc's front end and tail).
-    serial_seconds: float = 0.0
-    # Core-seconds its threads ran, as the looks saw (at most one per core held): one core's
-    # seconds of its work done, by which its rank falls (ReadyQueue.remaining).
-    ran: float = 0.0
-    looked: float | None = None  # when it was last looked at (None: not yet)
+    __slots__ = (
+        "again",
+        "cores",
+        "idle_looks",
+        "locked",
+        "looked",
+        "priority",
+        "ran",
+        "runnable",
+        "serial",
+        "serial_seconds",
+        "stops",
+        "task_id",
+        "threads",
+        "timeline",
+    )  # fmt: skip
+
+    def __init__(self, task_id: int, threads: int, priority: float = 0.0, *, cores: list[int] | None = None,
+                 stops: bool = True, serial: float = 0.0) -> None:  # fmt: skip
+        self.task_id = task_id
+        self.threads = threads  # N: more cores than threads would idle
+        # Its rank: its remaining path through its compile, as its compile ranks its steps (scaled
+        # by how far its steps overran their estimates, ready_queue.py), less the work its threads
+        # have done (``ran``) only where its compile's estimates have shown credible: else a pole
+        # that overran its default estimate would fall back to a light compile's rank
+        # (ReadyQueue.remaining; docs/benchmarks.md: a split step's rank).
+        self.priority = priority
+        self.cores: list[int] = [] if cores is None else cores
+        self.stops = stops  # may a running step stop for its threads (yielding.STOPS_FOR)?
+        self.serial = serial  # the share of its time more cores do not shorten (split_option.SERIAL_SHARE)
+        self.locked: set[int] = set()  # those of ``cores`` we hold an flock on
+        self.again = 0  # polls left to hold its threads again (threads made while we held them)
+        self.timeline: list[tuple[float, int]] = []  # (when, cores) at each change
+        # Its threads running or waiting for a core at the last look (None: unknown).
+        self.runnable: int | None = None
+        self.idle_looks = 0  # looks in a row that found it holding more cores than it wants
+        # Seconds its threads ran one at a time (or none ran), as the looks saw: its serial part,
+        # which no core shortens (FAST_NVCC_LOG's serial_seconds; cicc's front end and tail).
+        self.serial_seconds = 0.0
+        # Core-seconds its threads ran, as the looks saw (at most one per core held): one core's
+        # seconds of its work done, by which its rank falls (ReadyQueue.remaining).
+        self.ran = 0.0
+        self.looked: float | None = None  # when it was last looked at (None: not yet)
 
     @property
     def width(self) -> int:

@@ -33,8 +33,7 @@ the tests give it made-up room (tests/run/test_dispatch.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 # A step a moment long (a cicc's module_id check reads two small files) ends in milliseconds;
 # one still running after MOMENT (a check that runs its cicc again) no longer counts as one:
@@ -42,8 +41,7 @@ from typing import Protocol
 MOMENT = 0.5  # seconds
 
 
-@dataclass(frozen=True, slots=True)
-class Ready:
+class Ready(NamedTuple):
     """A ready task, as the decision sees it."""
 
     task_id: int
@@ -69,13 +67,12 @@ class Offer(Protocol):
         takes it."""
 
 
-@dataclass(slots=True)
-class Turn:
+class Turn(NamedTuple):
     """What one turn decided."""
 
-    start: list[int] = field(default_factory=list)  # in the order they took their room
-    dropped: list[int] = field(default_factory=list)  # optional tasks refused room
-    discarded: list[int] = field(default_factory=list)  # tasks after the failure
+    start: tuple[int, ...] = ()  # in the order they took their room
+    dropped: tuple[int, ...] = ()  # optional tasks refused room
+    discarded: tuple[int, ...] = ()  # tasks after the failure
     waiter: int | None = None  # the first task that waits for room, -j's included (the best ranked)
     blocked: bool = False  # ... for a shared slot, memory or a capacity (not only -j)
     moment: int | None = None  # the step a moment long that the tasks behind it wait for
@@ -89,35 +86,34 @@ class Turn:
 def dispatch(ready: Sequence[Ready], offer: Offer, *, failed: tuple[int, int, int] | None = None) -> Turn:
     """Which of ``ready`` (best first) start now; ``failed``: the failed task's place in nvcc's
     order, if one failed."""
-    turn = Turn()
+    start: list[int] = []
+    dropped: list[int] = []
+    discarded: list[int] = []
+
+    def turn(**rest) -> Turn:
+        return Turn(tuple(start), tuple(dropped), tuple(discarded), **rest)
+
     for index, task in enumerate(ready):
         if task.running:
             if failed is None or task.order < failed:
-                return _hold(turn, task, ready[index + 1 :], offer, failed=failed)
+                start += _short_behind(ready[index + 1 :], offer, failed=failed)  # it holds its place
+                return turn(moment=task.task_id)
         elif failed is not None and task.order > failed:
-            turn.discarded.append(task.task_id)
+            discarded.append(task.task_id)
         elif offer.at_capacity(task.task_id):
-            turn.waiter, turn.blocked = task.task_id, True
-            return turn
+            return turn(waiter=task.task_id, blocked=True)
         elif offer.take(task.task_id, short=task.short):
-            turn.start.append(task.task_id)
-            if task.moment:
-                return _hold(turn, task, ready[index + 1 :], offer, failed=failed)
+            start.append(task.task_id)
+            if task.moment:  # the turn stops at it, but for the short tasks behind it
+                start += _short_behind(ready[index + 1 :], offer, failed=failed)
+                return turn(moment=task.task_id)
         elif task.optional:
-            turn.dropped.append(task.task_id)
+            dropped.append(task.task_id)
         else:
-            turn.waiter, turn.blocked = task.task_id, offer.free
-            turn.start += _short_behind(ready[index + 1 :], offer, failed=failed)
-            return turn
-    return turn
-
-
-def _hold(turn: Turn, task: Ready, behind: Sequence[Ready], offer: Offer, *,
-          failed: tuple[int, int, int] | None) -> Turn:  # fmt: skip
-    """The turn stops at ``task``, a step a moment long, but for the short tasks behind it."""
-    turn.moment = task.task_id
-    turn.start += _short_behind(behind, offer, failed=failed)
-    return turn
+            blocked = offer.free  # (before the short tasks behind it take their room)
+            start += _short_behind(ready[index + 1 :], offer, failed=failed)
+            return turn(waiter=task.task_id, blocked=blocked)
+    return turn()
 
 
 def _short_behind(ready: Sequence[Ready], offer: Offer, *, failed: tuple[int, int, int] | None) -> list[int]:

@@ -18,8 +18,7 @@ import importlib
 import os
 import signal
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..graph.tasks import Action, Dag, HANDLED_BY, Task
 from ..plan.dryrun import Step
@@ -58,8 +57,7 @@ class RunView(Protocol):
         half written, removed before it runs again."""
 
 
-@dataclass(frozen=True, slots=True)
-class Handler:
+class Handler(NamedTuple):
     """What one kind of task does, and whether it runs commands (then it takes a slot)."""
 
     run: Callable[[TaskRun], None]
@@ -68,8 +66,7 @@ class Handler:
     capacity: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RunContext:
+class RunContext(NamedTuple):
     """What every task of one run shares with its handler."""
 
     view: RunView

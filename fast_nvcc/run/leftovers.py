@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..machine.process_tree import running
 
@@ -30,8 +30,7 @@ OWNER = ".owner"
 _PID_DIGITS = slice(len("tmpxft_"), len("tmpxft_00000000"))
 
 
-@dataclass(frozen=True, slots=True)
-class Workdir:
+class Workdir(NamedTuple):
     """A compile's private directory; ``lock_fd`` holds the owner file's flock."""
 
     path: str

@@ -9,7 +9,6 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 
-from dataclasses import replace
 
 from ..graph.tasks import Dag
 from ..plan.dryrun import Plan
@@ -24,7 +23,7 @@ def settle(result: RunResult, dag: Dag, plan: Plan, fresh: set[str], *, threaded
     not exist before the run)."""
     if result.failed_task is not None:
         failed = dag.tasks[result.failed_task].step
-        result = replace(result, returncode=nvcc_exit_code(result.returncode, step=failed, plan=plan, threaded=threaded))
+        result = result._replace(returncode=nvcc_exit_code(result.returncode, step=failed, plan=plan, threaded=threaded))
     remove_partial_outputs(dag, result.records, cwd=cwd)
     if result.failed_task is not None:
         remove_outputs_after_failure(dag, result, fresh, threaded=threaded, owners=owners, cwd=cwd)

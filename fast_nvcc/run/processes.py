@@ -14,8 +14,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from ..graph.tasks import Action, Task
 from .captures import Captures
@@ -25,8 +24,7 @@ from .task_records import StepFailed
 from .watchdog import Watchdog, die_with_parent
 
 
-@dataclass(frozen=True, slots=True)
-class Spawned:
+class Spawned(NamedTuple):
     """How a command ended: its exit code, its captured output files and its resource usage."""
 
     returncode: int
@@ -34,14 +32,16 @@ class Spawned:
     usage: Any  # the child's resource usage, from wait4
 
 
-@dataclass(slots=True)
 class _Running:
     """A task that runs now, and the process of its command once it has one."""
 
-    task: Task
-    proc: subprocess.Popen[bytes] | None = None
-    killed: bool = False
-    cancelled: bool = False  # stopped to be run again (a guess proved wrong), not a failure
+    __slots__ = ("cancelled", "killed", "proc", "task")
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.killed = False
+        self.cancelled = False  # stopped to be run again (a guess proved wrong), not a failure
 
 
 class Processes:

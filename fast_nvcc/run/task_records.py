@@ -4,7 +4,7 @@ FAST_NVCC_LOG and the reports read."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 class State(enum.Enum):
@@ -14,47 +14,85 @@ class State(enum.Enum):
     SKIPPED = "skipped"  # never started
 
 
-@dataclass(slots=True)
 class Record:
     """What happened to one task."""
 
-    task_id: int
-    state: State = State.SKIPPED
-    start: float | None = None  # seconds since the run started
-    end: float | None = None
-    ready: float | None = None  # when its inputs were all there; start - ready is its wait
-    returncode: int | None = None
-    cpu_seconds: float | None = None
-    max_rss_kb: int | None = None
-    reran: bool = False  # a module_id check that had to rerun cicc
-    # A guess of fast_nvcc's that failed for this task (fast_nvcc.guess.decisions): why, and the
-    # seconds of work thrown away (a cicc stopped early and run as printed, or rerun whole).
-    guess_failed: str = ""
-    guess_lost: float = 0.0
-    split: bool = False  # a host compile's back task that only had to assemble
-    split_note: str = ""  # a host compile's back task: why it compiled as printed instead
-    cached: bool | None = None  # True: a cache hit; False: a cacheable step that missed
-    remote: str | None = None  # sent to sccache: what became of it (:class:`fast_nvcc.remote.stats.Outcome`)
-    remote_note: str = ""  # why it ran here after all
-    slot: int | None = None
-    # A split step (-split-compile N, fast_nvcc.run.core_grants): (when, how many cores) its threads
-    # were held to, at its start and each change.
-    core_timeline: list[tuple[float, int]] = field(default_factory=list)
-    serial_seconds: float = 0.0  # ... and how long its threads ran one at a time (Grant.serial_seconds)
-    over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
-    nice: int = 0  # started at a lower CPU priority: its compile had slack (fast_nvcc.run.niceness)
-    memory_wait: float = 0.0  # seconds of its wait spent held back by the memory budget
-    memory_stopped: float = 0.0  # seconds it was stopped (SIGSTOP) for lack of memory
-    # Stopped (SIGSTOP) to give its core to a split step on a longer path (fast_nvcc.run.yielding):
-    # how many times, and for how many seconds in all.
-    yields: int = 0
-    yielded: float = 0.0
-    stops: list[tuple[float, float]] = field(default_factory=list)  # (from, to) of each stop, either kind
-    memory_evicted: bool = False  # stopped, then killed to make room for an older step; run again
-    oom_rerun: bool = False  # killed for memory (fast_nvcc.machine.memory) and run again first
-    dropped: bool = False  # an optional task that never started, was stopped, or did not help
-    # Captured output: (fd, path) in the order to forward them.
-    captures: list[tuple[int, str]] = field(default_factory=list)
+    __slots__ = (
+        "cached",
+        "captures",
+        "core_timeline",
+        "cpu_seconds",
+        "dropped",
+        "end",
+        "guess_failed",
+        "guess_lost",
+        "max_rss_kb",
+        "memory_evicted",
+        "memory_stopped",
+        "memory_wait",
+        "nice",
+        "oom_rerun",
+        "over_pool",
+        "ready",
+        "remote",
+        "remote_note",
+        "reran",
+        "returncode",
+        "serial_seconds",
+        "slot",
+        "split",
+        "split_note",
+        "start",
+        "state",
+        "stops",
+        "task_id",
+        "yielded",
+        "yields",
+    )
+
+    # A class of its own rather than a dataclass: a dataclass costs each compile ~1 ms to create
+    # at import (docs/development.md, the records on a compile's path).
+    def __init__(self, task_id: int, state: State = State.SKIPPED, *, start: float | None = None,
+                 end: float | None = None, cpu_seconds: float | None = None, max_rss_kb: int | None = None,
+                 slot: int | None = None, captures: list[tuple[int, str]] | None = None) -> None:  # fmt: skip
+        self.task_id = task_id
+        self.state = state
+        self.start: float | None = start  # seconds since the run started
+        self.end: float | None = end
+        self.ready: float | None = None  # when its inputs were all there; start - ready is its wait
+        self.returncode: int | None = None
+        self.cpu_seconds: float | None = cpu_seconds
+        self.max_rss_kb: int | None = max_rss_kb
+        self.reran = False  # a module_id check that had to rerun cicc
+        # A guess of fast_nvcc's that failed for this task (fast_nvcc.guess.decisions): why, and the
+        # seconds of work thrown away (a cicc stopped early and run as printed, or rerun whole).
+        self.guess_failed = ""
+        self.guess_lost = 0.0
+        self.split = False  # a host compile's back task that only had to assemble
+        self.split_note = ""  # a host compile's back task: why it compiled as printed instead
+        self.cached: bool | None = None  # True: a cache hit; False: a cacheable step that missed
+        # Sent to sccache: what became of it (:class:`fast_nvcc.remote.stats.Outcome`).
+        self.remote: str | None = None
+        self.remote_note = ""  # why it ran here after all
+        self.slot: int | None = slot
+        # A split step (-split-compile N, fast_nvcc.run.core_grants): (when, how many cores) its threads
+        # were held to, at its start and each change.
+        self.core_timeline: list[tuple[float, int]] = []
+        self.serial_seconds = 0.0  # ... and how long its threads ran one at a time (Grant.serial_seconds)
+        self.over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
+        self.nice = 0  # started at a lower CPU priority: its compile had slack (fast_nvcc.run.niceness)
+        self.memory_wait = 0.0  # seconds of its wait spent held back by the memory budget
+        self.memory_stopped = 0.0  # seconds it was stopped (SIGSTOP) for lack of memory
+        # Stopped (SIGSTOP) to give its core to a split step on a longer path (fast_nvcc.run.yielding):
+        # how many times, and for how many seconds in all.
+        self.yields = 0
+        self.yielded = 0.0
+        self.stops: list[tuple[float, float]] = []  # (from, to) of each stop, either kind
+        self.memory_evicted = False  # stopped, then killed to make room for an older step; run again
+        self.oom_rerun = False  # killed for memory (fast_nvcc.machine.memory) and run again first
+        self.dropped = False  # an optional task that never started, was stopped, or did not help
+        # Captured output: (fd, path) in the order to forward them.
+        self.captures: list[tuple[int, str]] = [] if captures is None else captures
 
     def start_over(self, *, guess_failed: str = "") -> None:
         """The task runs again: what its run so far printed and when it ran are thrown away.
@@ -121,8 +159,7 @@ class Record:
         return max(0.0, self.start - self.ready)
 
 
-@dataclass(frozen=True, slots=True)
-class RunResult:
+class RunResult(NamedTuple):
     """How a run of the graph ended: its exit code, the task that failed, every task's record."""
 
     returncode: int

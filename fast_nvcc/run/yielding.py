@@ -45,8 +45,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..machine.pool_files import Told
 
@@ -66,8 +65,7 @@ STOPS_FOR = ("cicc",)
 FLOOR = 2.0
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     """A running step of ours that could give its core: its id and its rank (remaining path)."""
 
     task_id: int

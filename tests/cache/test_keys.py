@@ -7,7 +7,6 @@ its key; this run's names come out of what is stored and another run's go back i
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
 import pytest
 
@@ -58,7 +57,7 @@ def key(tmp_path, kind, *, pid=0x1111, tmpdir="tmp", argv=None, **options) -> st
     tasks, paths = compile_tasks(tmp_path, pid=pid, tmpdir=tmpdir)
     task = tasks[kind]
     if argv is not None:
-        task = replace(task, argv=tuple(argv(list(task.argv))))
+        task = task._replace(argv=tuple(argv(list(task.argv))))
     prepared = key_maker(tmp_path, paths, **options).prepare(task)
     assert prepared is not None
     return prepared.key
@@ -163,7 +162,7 @@ def test_name_reaches_object(argv, reaches):
 )
 def test_steps_that_are_not_cached_have_no_key(tmp_path, kind, action):
     tasks, paths = compile_tasks(tmp_path, pid=0x1111, tmpdir="tmp")
-    assert key_maker(tmp_path, paths).prepare(replace(tasks[kind], action=action)) is None
+    assert key_maker(tmp_path, paths).prepare(tasks[kind]._replace(action=action)) is None
 
 
 def test_a_step_whose_input_is_missing_has_no_key(tmp_path):

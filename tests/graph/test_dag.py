@@ -177,10 +177,9 @@ def test_priorities_and_critical_path_on_a_diamond():
 def test_critical_path_takes_the_first_of_an_any_of_group():
     """A task that waits for one of two predecessors starts when the earlier one ends: the
     critical path runs through that one, unless a regular predecessor ends later."""
-    from dataclasses import replace
 
     tasks = list(sequential_dag(load_plan("compile_3arch")).tasks[:5])
-    tasks[3] = replace(tasks[3], any_of=frozenset({1, 2}))
+    tasks[3] = tasks[3]._replace(any_of=frozenset({1, 2}))
     preds = (frozenset(), frozenset({0}), frozenset({0}), frozenset({1, 2, 4}), frozenset())
     dag = Dag(tuple(tasks), preds)
     # 3 starts when 2 ends (1 + 2 s), not 1 (1 + 5 s): 0-2-3 ends at 7 s, 0-1 at 6 s.
@@ -371,12 +370,11 @@ def test_a_learned_stub_waits_for_cudafe_and_the_preprocessing_but_no_cicc():
 
 def test_a_member_of_an_any_of_group_does_not_count_the_groups_task():
     """The task needs one member, not each: a member's remaining path is its own."""
-    from dataclasses import replace
 
     plan_tasks = sequential_dag(load_plan("compile_1arch")).tasks[:4]
-    tasks = tuple(replace(t, id=i) for i, t in enumerate(plan_tasks))
-    tasks = tasks[:2] + (replace(tasks[2], any_of=frozenset({0, 1})),) + tasks[3:]
+    tasks = tuple(t._replace(id=i) for i, t in enumerate(plan_tasks))
+    tasks = tasks[:2] + (tasks[2]._replace(any_of=frozenset({0, 1})),) + tasks[3:]
     dag = Dag(tasks, (frozenset(), frozenset(), frozenset({0, 1}), frozenset({2})))
     assert priorities(dag, [1.0, 5.0, 10.0, 2.0]) == [1.0, 5.0, 12.0, 2.0]
-    plain = Dag(tuple(replace(t, any_of=frozenset()) for t in tasks), dag.preds)
+    plain = Dag(tuple(t._replace(any_of=frozenset()) for t in tasks), dag.preds)
     assert priorities(plain, [1.0, 5.0, 10.0, 2.0]) == [13.0, 17.0, 12.0, 2.0]

@@ -378,7 +378,7 @@ def _verdict_case(tmp_path):
     nvcc_path = tmp_path / "nvcc.module_id"
     # The plan's module_id path, here: the check reads what the plan names.
     dag = type(dag)(tuple(t if t.action is not Action.CHECK_MODULE_ID else
-                          type(t)(**{**{f: getattr(t, f) for f in t.__slots__}, "module_ids": (str(nvcc_path), t.module_ids[1])})
+                          t._replace(module_ids=(str(nvcc_path), t.module_ids[1]))
                           for t in dag.tasks), dag.preds)  # fmt: skip
     return dag, cudafe, ciccs, nvcc_path, EarlyVerdicts(dag, cwd=str(tmp_path))
 

@@ -295,13 +295,12 @@ def test_the_front_waits_a_moment_for_the_last_ciccs_own_check(monkeypatch, cicc
     front now waits for that check, a moment; not for a cicc that still runs (a sibling's stub
     is the point of starting early), nor past MOMENT (a check that runs its cicc again)."""
     import threading
-    from dataclasses import replace
     from types import SimpleNamespace
 
     from tasks import sh_task
 
     monkeypatch.setattr(stubs, "MOMENT", 0.3)
-    cicc, check = replace(sh_task(0, "cicc"), checked_by=1), sh_task(1, "check")
+    cicc, check = sh_task(0, "cicc")._replace(checked_by=1), sh_task(1, "check")
     done = {0: cicc_ended, 1: False}
     run = SimpleNamespace(dag=SimpleNamespace(tasks=[cicc, check]), done=done.__getitem__)
     timer = threading.Timer(0.05, done.__setitem__, (1, True)) if check_ends else None

@@ -10,7 +10,6 @@ that keeps the failure the case means to cause from turning into another one.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 
@@ -194,7 +193,7 @@ def test_under_threads_every_dependency_step_comes_before_the_compile_phase():
     first = exit_codes.before_threads(parsed)
     assert first == {0, 1, 2, 9, 10, 11}
     dag = build_dag(parsed)
-    tasks = [replace(t, before_threads=t.step.index in first) for t in dag.tasks]
+    tasks = [t._replace(before_threads=t.step.index in first) for t in dag.tasks]
     ordered = [t.step.index for t in sorted(tasks, key=lambda t: t.order)]
     assert ordered[:6] == [0, 1, 2, 9, 10, 11]
     assert ordered[6:] == sorted(ordered[6:])

@@ -4,7 +4,6 @@ rather than another, and a group once served is served for good (made-up tasks).
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 
@@ -19,8 +18,8 @@ CICC_A, CICC_B, PROBE, FRONT, LEARNED = range(5)
 
 def groups(running: set[int]) -> AnyOfGroups:
     tasks = [sh_task(i, "true") for i in range(5)]
-    tasks[PROBE] = replace(tasks[PROBE], optional=True)
-    tasks[FRONT] = replace(tasks[FRONT], any_of=frozenset({CICC_A, CICC_B, PROBE, LEARNED}))
+    tasks[PROBE] = tasks[PROBE]._replace(optional=True)
+    tasks[FRONT] = tasks[FRONT]._replace(any_of=frozenset({CICC_A, CICC_B, PROBE, LEARNED}))
     return AnyOfGroups(tasks, running=lambda task_id: task_id in running)
 
 

@@ -6,7 +6,6 @@ running writer, as /proc shows its open files)."""
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
 import pytest
 
@@ -22,8 +21,8 @@ FILE = "k.module_id"
 def early_dag(tmp_path, *, predicted: str | None = None) -> Dag:
     copy = str(tmp_path / "started-on")
     tasks = [sh_task(i, "true") for i in range(3)]
-    tasks[EARLY] = replace(tasks[EARLY], early=(WRITER, FILE, copy), predicted_module_id=predicted)
-    tasks[LATE] = replace(tasks[LATE], early=(EARLY, FILE, None))  # its writer is no predecessor
+    tasks[EARLY] = tasks[EARLY]._replace(early=(WRITER, FILE, copy), predicted_module_id=predicted)
+    tasks[LATE] = tasks[LATE]._replace(early=(EARLY, FILE, None))  # its writer is no predecessor
     return Dag(tuple(tasks), (frozenset(), frozenset({WRITER}), frozenset()))
 
 

@@ -6,7 +6,6 @@ their captures files)."""
 from __future__ import annotations
 
 import io
-from dataclasses import replace
 
 import pytest
 
@@ -76,7 +75,7 @@ def test_forwarding_stops_after_the_task_it_is_told(tmp_path):
 @pytest.mark.parametrize("state", [DONE, SKIPPED])
 def test_an_optional_tasks_output_is_nobodys_and_holds_nothing_back(tmp_path, state):
     tasks, records = records_with_output(tmp_path, [DONE, state, DONE])
-    tasks[1] = replace(tasks[1], optional=True)
+    tasks[1] = tasks[1]._replace(optional=True)
     emitter, out, _ = emitter_for(tasks, records)
     emitter.forward(upto=None)
     assert out.getvalue() == b"out0\nout2\n"
@@ -97,8 +96,8 @@ def test_an_optional_tasks_output_is_nobodys_and_holds_nothing_back(tmp_path, st
 )
 def test_a_ciccs_output_waits_for_its_module_id_check(tmp_path, cicc, check, reran, final, printed):
     tasks, records = records_with_output(tmp_path, [cicc, check, DONE], indexes=[0, 0, 1])
-    tasks[0] = replace(tasks[0], checked_by=1)
-    tasks[1] = replace(tasks[1], action=Action.CHECK_MODULE_ID)
+    tasks[0] = tasks[0]._replace(checked_by=1)
+    tasks[1] = tasks[1]._replace(action=Action.CHECK_MODULE_ID)
     records[1].reran = reran
     emitter, out, _ = emitter_for(tasks, records)
     emitter.forward(upto=None, final=final)

@@ -9,7 +9,6 @@ import os
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 
 import psutil
 import pytest
@@ -136,7 +135,7 @@ def test_a_command_that_dies_of_a_signal_is_reported_as_sh_reports_it(make, sign
 )
 def test_the_plans_redirection_of_stdout_is_kept(make, tmp_path, action, target, in_file):
     task = sh_task(0, "echo out")
-    task = replace(task, action=action, step=replace(task.step, redirects=(Redirect(1, target),)))
+    task = task._replace(action=action, step=task.step._replace(redirects=(Redirect(1, target),)))
     spawned = spawn(make(), task)
     assert (tmp_path / "out.txt").exists() is in_file
     assert read(spawned.captures) == ({} if in_file else {1: b"out\n"})
@@ -228,8 +227,8 @@ def test_a_cancelled_task_ends_as_usual_and_is_not_counted_as_killed(running):
 
 def test_kill_idle_only_kills_only_the_tasks_on_idle_cores(running):
     processes = running.processes
-    probe, step = replace(sh_task(0, LONG), optional=True), sh_task(1, LONG)
-    urgent = replace(sh_task(2, LONG), optional=True, urgent=True)
+    probe, step = sh_task(0, LONG)._replace(optional=True), sh_task(1, LONG)
+    urgent = sh_task(2, LONG)._replace(optional=True, urgent=True)
     running.start(probe)
     running.start(step)
     running.start(urgent)

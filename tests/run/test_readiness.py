@@ -3,7 +3,6 @@ tasks and tasks run again, on made-up graphs: no process."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 
@@ -40,7 +39,7 @@ class Case:
 
 
 def optional(task_id: int, script: str = "true"):
-    return replace(sh_task(task_id, script), optional=True)
+    return sh_task(task_id, script)._replace(optional=True)
 
 
 def test_a_task_is_ready_once_every_predecessor_is_done_and_stamped_then(tmp_path):
@@ -56,7 +55,7 @@ def test_a_task_is_ready_once_every_predecessor_is_done_and_stamped_then(tmp_pat
 
 
 def test_one_member_of_an_any_of_group_serves_it_once(tmp_path):
-    then = replace(sh_task(2, "then"), any_of=frozenset({0, 1}))
+    then = sh_task(2, "then")._replace(any_of=frozenset({0, 1}))
     case = Case([sh_task(0, "a"), sh_task(1, "b"), then], [set(), set(), {0, 1}], tmp_path)
     case.readiness.begin()
     case.done(1)
@@ -67,7 +66,7 @@ def test_one_member_of_an_any_of_group_serves_it_once(tmp_path):
 
 
 def test_an_any_of_group_waits_for_its_other_predecessors_too(tmp_path):
-    then = replace(sh_task(3, "then"), any_of=frozenset({0, 1}))
+    then = sh_task(3, "then")._replace(any_of=frozenset({0, 1}))
     case = Case([sh_task(0, "a"), sh_task(1, "b"), sh_task(2, "c"), then],
                 [set(), set(), set(), {0, 1, 2}], tmp_path)  # fmt: skip
     case.readiness.begin()
@@ -79,7 +78,7 @@ def test_an_any_of_group_waits_for_its_other_predecessors_too(tmp_path):
 
 @pytest.mark.parametrize("helped", [True, False])
 def test_a_running_probe_keeps_its_group_waiting_until_it_ends(tmp_path, helped):
-    then = replace(sh_task(2, "then"), any_of=frozenset({0, 1}))
+    then = sh_task(2, "then")._replace(any_of=frozenset({0, 1}))
     case = Case([sh_task(0, "a"), optional(1), then], [set(), set(), {0, 1}], tmp_path, running={1})
     case.readiness.begin()
     case.done(0)
@@ -90,7 +89,7 @@ def test_a_running_probe_keeps_its_group_waiting_until_it_ends(tmp_path, helped)
 
 
 def test_an_optional_task_whose_group_is_served_is_dropped_and_stopped(tmp_path):
-    then = replace(sh_task(2, "then"), any_of=frozenset({0, 1}))
+    then = sh_task(2, "then")._replace(any_of=frozenset({0, 1}))
     case = Case([sh_task(0, "a"), optional(1), then], [set(), set(), {0, 1}], tmp_path)
     case.readiness.begin()
     assert case.ready() == [0, 1]
@@ -112,12 +111,12 @@ def test_a_task_run_again_is_ready_again_unless_it_waits_for_a_file(tmp_path):
     case.done(0)
     case.queue.remove(1)
     case.clock = 5.0
-    case.readiness.replace(replace(sh_task(1, "b as printed")), queued=True)
+    case.readiness.replace(sh_task(1, "b as printed"), queued=True)
     assert case.ready() == [1] and case.records[1].ready == 5.0
     assert case.readiness.tasks[1].step.text == "b as printed"
     # A task run again whose early file's writer is still running waits for that file.
     (tmp_path / "id").write_text("")
-    again = replace(sh_task(1, "b"), early=(0, "id", None))
+    again = sh_task(1, "b")._replace(early=(0, "id", None))
     case = Case([sh_task(0, "a"), sh_task(1, "b")], [set(), set()], tmp_path)
     case.readiness.begin()
     case.queue.remove(1)

@@ -209,11 +209,10 @@ def test_a_missing_file_of_our_own_is_not_a_missing_tool(tmp_path):
 def test_a_task_waits_for_one_of_its_any_of_group(tmp_path):
     """The early stub's front starts once any cicc of its compile is done: here the group's
     other member waits for a file the task makes, and would fail after 10 s without it."""
-    from dataclasses import replace
 
     flag = tmp_path / "go"
     waits = sh_task(1, f"i=0; while [ ! -e {flag} ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; test -e {flag}")
-    then = replace(sh_task(2, f"touch {flag}"), any_of=frozenset({0, 1}))
+    then = sh_task(2, f"touch {flag}")._replace(any_of=frozenset({0, 1}))
     result, _, _ = run([sh_task(0, "true"), waits, then], [set(), set(), {0, 1}], jobs=3, tmp_path=tmp_path)
     assert result.returncode == 0 and [r.state for r in result.records] == [State.DONE] * 3
     # It started while the other member still ran (that one sees the file before our record of
@@ -232,9 +231,8 @@ def test_resource_usage_is_recorded(tmp_path):
 
 
 def optional_task(task_id: int, script: str) -> Task:
-    from dataclasses import replace
 
-    return replace(sh_task(task_id, script), optional=True)
+    return sh_task(task_id, script)._replace(optional=True)
 
 
 def waits_for(flag, task_id: int) -> Task:
@@ -243,10 +241,9 @@ def waits_for(flag, task_id: int) -> Task:
 
 
 def test_an_optional_task_on_an_idle_slot_counts_for_its_any_of_group(tmp_path):
-    from dataclasses import replace
 
     flag = tmp_path / "go"
-    then = replace(sh_task(2, f"touch {flag}"), any_of=frozenset({0, 1}))
+    then = sh_task(2, f"touch {flag}")._replace(any_of=frozenset({0, 1}))
     tasks = [waits_for(flag, 0), optional_task(1, "echo mine; echo mine >&2"), then]
     result, out, err = run(tasks, [set(), set(), {0, 1}], jobs=3, tmp_path=tmp_path)
     assert result.returncode == 0 and [r.state for r in result.records] == [State.DONE] * 3
@@ -255,10 +252,9 @@ def test_an_optional_task_on_an_idle_slot_counts_for_its_any_of_group(tmp_path):
 
 
 def test_an_optional_task_without_an_idle_slot_is_dropped(tmp_path):
-    from dataclasses import replace
 
     marker = tmp_path / "ran"
-    then = replace(sh_task(2, "true"), any_of=frozenset({0, 1}))
+    then = sh_task(2, "true")._replace(any_of=frozenset({0, 1}))
     tasks = [sh_task(0, "sleep 0.2"), optional_task(1, f"touch {marker}"), then, sh_task(3, "echo after")]
     result, out, _ = run(tasks, [set(), set(), {0, 1}, {2}], jobs=1, tmp_path=tmp_path)
     assert result.returncode == 0 and out == b"after\n" and not marker.exists()
@@ -267,10 +263,9 @@ def test_an_optional_task_without_an_idle_slot_is_dropped(tmp_path):
 
 
 def test_an_optional_task_gives_its_slot_to_a_real_one(tmp_path):
-    from dataclasses import replace
 
     marker = tmp_path / "ran"
-    then = replace(sh_task(2, "true"), any_of=frozenset({1, 3}))
+    then = sh_task(2, "true")._replace(any_of=frozenset({1, 3}))
     # 3 and 4 become ready together when 0 ends; one slot is free (3 takes it, the longer path),
     # the optional task holds the other, which 4 gets at once rather than after 3.
     tasks = [sh_task(0, "sleep 0.3"), optional_task(1, f"sleep 30; touch {marker}"), then,
@@ -283,10 +278,9 @@ def test_an_optional_task_gives_its_slot_to_a_real_one(tmp_path):
 
 
 def test_an_optional_task_not_started_when_its_group_is_served_never_runs(tmp_path):
-    from dataclasses import replace
 
     marker = tmp_path / "ran"
-    then = replace(sh_task(2, "true"), any_of=frozenset({0, 1}))
+    then = sh_task(2, "true")._replace(any_of=frozenset({0, 1}))
     tasks = [sh_task(0, "true"), optional_task(1, f"touch {marker}"), then, sh_task(3, "sleep 0.3")]
     result, _, _ = run(tasks, [set(), {3}, {0, 1}, set()], jobs=3, tmp_path=tmp_path)
     assert result.returncode == 0 and not marker.exists()
@@ -296,23 +290,21 @@ def test_an_optional_task_not_started_when_its_group_is_served_never_runs(tmp_pa
 def test_a_running_optional_task_is_waited_for(tmp_path):
     """A stub probe that runs writes the sure stub: the group waits for it, not for the first
     member to end; a probe that fails leaves the group to a member already done."""
-    from dataclasses import replace
 
     flag = tmp_path / "probe"
-    then = replace(sh_task(2, f"test -e {flag}"), any_of=frozenset({0, 1}))
+    then = sh_task(2, f"test -e {flag}")._replace(any_of=frozenset({0, 1}))
     tasks = [sh_task(0, "sleep 0.1"), optional_task(1, f"sleep 0.5; touch {flag}"), then]
     result, _, _ = run(tasks, [set(), set(), {0, 1}], jobs=3, tmp_path=tmp_path)
     assert result.returncode == 0 and not result.records[1].dropped
-    failing = [sh_task(0, "true"), optional_task(1, "sleep 0.5; exit 1"), replace(then, argv=("true",))]
+    failing = [sh_task(0, "true"), optional_task(1, "sleep 0.5; exit 1"), then._replace(argv=("true",))]
     result, _, _ = run(failing, [set(), set(), {0, 1}], jobs=3, tmp_path=tmp_path)
     assert result.returncode == 0 and result.records[1].dropped
     assert result.records[2].start >= result.records[1].end
 
 
 def test_a_failing_optional_task_fails_nothing(tmp_path):
-    from dataclasses import replace
 
-    then = replace(sh_task(2, "echo then"), any_of=frozenset({0, 1}))
+    then = sh_task(2, "echo then")._replace(any_of=frozenset({0, 1}))
     tasks = [sh_task(0, "sleep 0.3"), optional_task(1, "echo boom >&2; exit 3"), then]
     result, out, err = run(tasks, [set(), set(), {0, 1}], jobs=3, tmp_path=tmp_path)
     assert result.returncode == 0 and out == b"then\n" and err == b""
