@@ -134,7 +134,10 @@ class PressureGuard:
     running step's pid (task -> pid), for what they hold."""
 
     TICK = 0.1  # seconds between looks near the low-water mark
-    SLOW_TICK = 0.5  # seconds between looks far above it (next_look)
+    # Seconds between looks far above it (next_look), where what is free could not fall to twice
+    # the mark within two looks at the fastest fall assumed: 2 s needs 1.6 GB of room on 2 cores,
+    # 13 GB on 16.  (0.5 s cost a 24 s compile 48 looks, 70 ms of its cpu; 2026-12-02.)
+    SLOW_TICK = 2.0
     OBSERVE_EVERY = 0.5  # seconds between reads of our steps' RSS, while memory is tight
 
     def __init__(
