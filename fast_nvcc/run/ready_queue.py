@@ -33,9 +33,9 @@ class ReadyQueue:
     # but never below its followers' path and this share of its own expected seconds: a step that
     # runs past its estimate is not about to end (:meth:`remaining`).
     LEFT = 0.1
-    # Within the compile, the steps a long step feeds take longer by as much as it overran: a
-    # cicc's ptxas, cudafe++'s host compile, which the per-tool defaults would rank the other
-    # way round (docs/benchmarks.md: FOLLOWERS).
+    # Within the compile, the steps a long step feeds take longer by as much as it overran (or
+    # shorter, as much as it ended early): a cicc's ptxas, cudafe++'s host compile, which the
+    # per-tool defaults would rank the other way round (docs/benchmarks.md: FOLLOWERS).
     FOLLOWERS = {Kind.CICC: Kind.PTXAS, Kind.CUDAFE: Kind.HOST_COMPILE}
 
     def __init__(self, priorities: Sequence[float], *, work: Sequence[float] | None = None) -> None:
@@ -145,25 +145,31 @@ class ReadyQueue:
     def overran(self, dag: Dag, task_id: int, took: float,
                 weigh: Callable[[Task], float | None] | None = None) -> bool:  # fmt: skip
         """``task_id`` ended after ``took`` seconds: if it is a long step that ran past its
-        estimate, the steps it feeds (FOLLOWERS) are expected to take as much longer, and the
-        compile's order of its tasks follows (True when it changed).  A follower that ``weigh``
+        estimate, the steps it feeds (FOLLOWERS) are expected to take as much longer (as much
+        shorter where it ended under it), and the compile's order of its tasks follows (True when
+        it changed).  A follower that ``weigh``
         measures (a ptxas by its PTX with FAST_NVCC_PTX_WEIGHT=1: ptx_weight.py) takes what it
         says instead, in its compile's rank on the pool too."""
         kind = dag.tasks[task_id].step.kind
         if self.work is None or self._order_work is None or kind not in self.FOLLOWERS:
             return False
         expected = self.work[task_id]
-        if expected < self.OVERRUN_FLOOR or took <= expected:
+        if expected < self.OVERRUN_FLOOR or took == expected:
             return False
         changed = False
         for follower in _reached(dag, task_id, self.FOLLOWERS[kind]):
             seconds = weigh(dag.tasks[follower]) if weigh is not None else None
-            if seconds is not None:
+            if seconds is not None and took > expected:
                 self._weigh(follower, seconds)
                 changed = True
                 continue
             scaled = self.work[follower] * took / expected
             if scaled > self._order_work[follower]:
+                self._order_work[follower], changed = scaled, True
+            elif took < expected and self._order_work[follower] == self.work[follower]:
+                # Under its estimate, as much shorter (unless another overrun raised it): a light
+                # source's cudafe++ of 0.9 s against 4.5 put its 0.7 s host compile, by the 5.5 s
+                # default, ahead of a ptxas of 22 s, the build's last step (2026-12-02).
                 self._order_work[follower], changed = scaled, True
         if changed:
             self._order = priorities(dag, self._order_work)

@@ -80,7 +80,6 @@ def test_cudafe_overrunning_ranks_its_host_compile_again():
     ("task_id", "factor", "costs"),
     [
         (CICC, 1.0, None),  # on its estimate
-        (CICC, 0.5, None),  # under it
         (PTXAS, 10.0, None),  # a ptxas feeds no follower
         (CICC, 16.0, [0.0, 5.5, 1.0, 0.0, 1.4, 0.1, 0.5]),  # estimated under OVERRUN_FLOOR: noise
     ],
@@ -91,6 +90,27 @@ def test_no_change_without_a_long_step_past_its_estimate(task_id, factor, costs)
     queue = ReadyQueue(priorities(dag, costs), work=costs)
     assert not queue.overran(dag, task_id, factor * costs[task_id])
     assert order(queue, dag, [PTXAS, CC1PLUS]) == [CC1PLUS, PTXAS]
+
+
+def test_cudafe_ending_early_puts_the_ptxas_of_an_overrunning_cicc_first():
+    """moldable_build's long.cu on 2 cores: cicc 24.6 s against its 8 s estimate (ptxas: 4.3 s),
+    cudafe++ 0.9 s against 4.5 s; by the 5.5 s default its 0.7 s host compile took the slot
+    while its 22 s ptxas, the build's last step, waited."""
+    dag, costs = compile_dag(), default_costs()
+    before, after = (ReadyQueue(priorities(dag, costs), work=costs) for _ in range(2))
+    for queue in (before, after):
+        assert queue.overran(dag, CICC, 24.6)
+    assert order(before, dag, [PTXAS, CC1PLUS]) == [CC1PLUS, PTXAS]  # 5.5 s against 4.3 s
+    assert after.overran(dag, CUDAFE, 0.9)
+    assert order(after, dag, [PTXAS, CC1PLUS]) == [PTXAS, CC1PLUS]  # 1.1 s against 4.3 s
+
+
+def test_an_early_end_does_not_undo_an_overrun():
+    dag, costs = compile_dag(), default_costs()
+    queue = ReadyQueue(priorities(dag, costs), work=costs)
+    assert queue.overran(dag, CICC, 16 * costs[CICC])
+    assert not queue.overran(dag, CICC, 0.5 * costs[CICC])  # (a second cicc of the compile, say)
+    assert order(queue, dag, [CC1PLUS, PTXAS]) == [PTXAS, CC1PLUS]
 
 
 def test_a_second_smaller_overrun_keeps_the_larger():

@@ -369,7 +369,8 @@ def test_a_slot_free_as_a_step_ends_goes_to_the_step_its_module_id_check_leads_t
     """TE's whole library on 16 cores (2026-11-27): as a cicc ended, the host compile that had
     waited beside it took the compile's slot while the module_id check (no slot) ran, and the
     cicc's ptxas, the longer path, then waited 5-88 s for another slot.  Here the pool has one
-    slot: the ptxas after the check takes it, the host compile waits for the ptxas."""
+    slot: the ptxas after the check takes it, the host compile waits for the ptxas.  (The cicc
+    ends on its estimate: one far under it would make its ptxas short, ReadyQueue.overran.)"""
     def check(run) -> None:  # in-process, a moment long, like the module_id check
         time.sleep(0.05)
         run.finish(0)
@@ -377,7 +378,7 @@ def test_a_slot_free_as_a_step_ends_goes_to_the_step_its_module_id_check_leads_t
     tasks = [sh_task(0, "sleep 0.3", kind=Kind.CICC), sh_task(1, "", action=Action.CHECK_MODULE_ID),
              sh_task(2, "sleep 0.2", kind=Kind.PTXAS), sh_task(3, "sleep 0.2", kind=Kind.HOST_COMPILE)]  # fmt: skip
     result = _run_on_pool(tmp_path, tasks, ((), (0,), (1,), ()), size=1, priorities=[10.0, 9.0, 9.0, 2.0],
-                          work=[8.0, 0.0, 9.0, 2.0], handlers={Action.CHECK_MODULE_ID: Handler(check, takes_slot=False)})  # fmt: skip
+                          work=[0.3, 0.0, 9.0, 2.0], handlers={Action.CHECK_MODULE_ID: Handler(check, takes_slot=False)})  # fmt: skip
     assert result.returncode == 0
     cicc, _, ptxas, host = result.records
     assert host.start >= cicc.end  # the pool's one slot was the cicc's
