@@ -147,9 +147,9 @@ class ReadyQueue:
         """``task_id`` ended after ``took`` seconds: if it is a long step that ran past its
         estimate, the steps it feeds (FOLLOWERS) are expected to take as much longer (as much
         shorter where it ended under it), and the compile's order of its tasks follows (True when
-        it changed).  A follower that ``weigh``
-        measures (a ptxas by its PTX with FAST_NVCC_PTX_WEIGHT=1: ptx_weight.py) takes what it
-        says instead, in its compile's rank on the pool too."""
+        it changed).  After an overrun, a follower that ``weigh`` measures (a ptxas by its PTX
+        with FAST_NVCC_PTX_WEIGHT=1: ptx_weight.py) takes what it says instead, in its
+        compile's rank on the pool too."""
         kind = dag.tasks[task_id].step.kind
         if self.work is None or self._order_work is None or kind not in self.FOLLOWERS:
             return False
@@ -158,8 +158,8 @@ class ReadyQueue:
             return False
         changed = False
         for follower in _reached(dag, task_id, self.FOLLOWERS[kind]):
-            seconds = weigh(dag.tasks[follower]) if weigh is not None else None
-            if seconds is not None and took > expected:
+            seconds = weigh(dag.tasks[follower]) if weigh is not None and took > expected else None
+            if seconds is not None:
                 self._weigh(follower, seconds)
                 changed = True
                 continue
