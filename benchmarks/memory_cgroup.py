@@ -19,7 +19,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -93,7 +92,7 @@ class MemoryCgroup:
             except OSError:
                 time.sleep(0.1)  # the kernel frees the last task's memory a moment after it exits
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> MemoryCgroup:  # noqa: PYI034 (typing.Self: Python 3.11)
         return self
 
     def __exit__(self, *exc) -> None:

@@ -55,7 +55,7 @@ def stop(proc: subprocess.Popen | None) -> None:
 def spawn(argv: list[str], *, env: dict[str, str], log: Path, cwd: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=cwd, process_group=0)  # fmt: skip
+                                cwd=cwd, start_new_session=True)  # fmt: skip
 
 
 def namespaces_refusal(bwrap: str) -> str | None:

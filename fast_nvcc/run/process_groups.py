@@ -1,5 +1,5 @@
-"""Stopping a step's processes: each step leads a process group (``process_group=0``), and a
-kill reaches the group and every descendant that left it.
+"""Stopping a step's processes: each step leads a process group (``setpgid(0, 0)`` in the
+child), and a kill reaches the group and every descendant that left it.
 
 Lean on purpose: the watchdog process (:mod:`.watchdog`) imports it when fast_nvcc has died,
 so it imports nothing of fast_nvcc and psutil only where it is needed.
@@ -19,7 +19,7 @@ def kill_trees(pids: Sequence[int]) -> None:
     """SIGTERM each step's process group and its descendants, then SIGKILL what is left
     after a grace.
 
-    Each pid leads a process group (``process_group=0``); the group catches a child forked
+    Each pid leads a process group of its own; the group catches a child forked
     while the tree is walked, the walk catches a descendant that left the group. The
     processes are not waited for here: each direct child is reaped by the thread that
     started it, which needs its exit status and resource usage.

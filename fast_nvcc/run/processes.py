@@ -120,7 +120,6 @@ class Processes:
                             stderr=stderr,
                             env=self.env if env is None else env,
                             cwd=cwd or self.cwd,
-                            process_group=0,
                             preexec_fn=functools.partial(_in_child, os.getpid(), self._pins.get(task.id),
                                                          self._nices.get(task.id, 0)),
                         )
@@ -238,9 +237,11 @@ class Processes:
 
 
 def _in_child(parent: int, cpus: frozenset[int] | None, nice: int) -> None:
-    """Between fork and exec: die with fast_nvcc; a split step's threads on its cores; a step of a
-    compile with slack at a lower priority."""
+    """Between fork and exec: die with fast_nvcc; lead a process group of its own (Popen's
+    ``process_group=0``, which Python 3.10 lacks); a split step's threads on its cores; a step
+    of a compile with slack at a lower priority."""
     die_with_parent(parent)
+    os.setpgid(0, 0)
     if cpus:
         os.sched_setaffinity(0, cpus)
     if nice:

@@ -51,7 +51,7 @@ def test_a_trees_rss_is_read_from_its_own_processes_as_psutil_reads_it():
     hold is their trees' RSS, walked from the trees' roots (not the machine's every process)."""
     from fast_nvcc.machine.memory_observation import ProcessTable
 
-    tree = subprocess.Popen(["sh", "-c", "sleep 30 & (sleep 30 & wait) & wait"], process_group=0)
+    tree = subprocess.Popen(["sh", "-c", "sleep 30 & (sleep 30 & wait) & wait"], start_new_session=True)
     try:
         deadline = time.monotonic() + 10
         while len(psutil.Process(tree.pid).children(recursive=True)) < 3 and time.monotonic() < deadline:

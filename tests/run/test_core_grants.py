@@ -328,7 +328,7 @@ def test_cores_follow_the_threads_that_run(tmp_path):
 
 
 def test_runnable_threads_counts_the_tree_that_runs():
-    busy = subprocess.Popen(["sh", "-c", "yes > /dev/null & yes > /dev/null & wait"], process_group=0)
+    busy = subprocess.Popen(["sh", "-c", "yes > /dev/null & yes > /dev/null & wait"], start_new_session=True)
     asleep = subprocess.Popen(["sleep", "30"])
     try:
         deadline = time.monotonic() + 10
@@ -349,7 +349,7 @@ def test_a_tree_is_walked_through_its_own_children_files_as_psutil_walks_it():
     from fast_nvcc.machine.process_tree import children_files
     from fast_nvcc.run.core_grants import _tree_threads, _tree_threads_psutil
 
-    tree = subprocess.Popen(["sh", "-c", "sleep 30 & (sleep 30 & wait) & wait"], process_group=0)
+    tree = subprocess.Popen(["sh", "-c", "sleep 30 & (sleep 30 & wait) & wait"], start_new_session=True)
     try:
         deadline, walked = time.monotonic() + 10, []
         while len({p for p, _ in walked}) < 4 and time.monotonic() < deadline:  # sh, sleep, sh, sleep
