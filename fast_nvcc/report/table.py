@@ -37,7 +37,9 @@ def write_table(report: RunReport, path: str) -> None:
                 "slot": "" if step.slot is None else step.slot,
                 "wait_seconds": f"{step.waited:.6f}" if step.start is not None else "",
                 "cache": {None: "", True: "hit", False: "miss"}[step.cached],
-                "command": shlex.join(step.command),
+                # An internal task's words may hold a NUL (the learned stub's key), which a CSV
+                # cannot: Python 3.10's csv module refuses it, most readers stop at it.
+                "command": shlex.join(step.command).replace("\0", "\\0"),
                 "remote": step.remote or "",
             }
         )
