@@ -7,6 +7,9 @@ first compile (no history: it guesses, and the guess fails) and its second compi
 knows: no guess).  Prints median wall times and ratios, how long the failed guesses ran before
 they were stopped and how many ciccs ran twice (FAST_NVCC_LOG), and whether the objects equal
 nvcc's with the process id in the module_id's names masked (nvcc's own two runs differ there).
+Also each variant's cpu (its whole process tree) and the floor it sets: nvcc -t0's cpu over the
+cores, the soonest any driver that runs nvcc's tools could end, as a ratio to nvcc -t0's wall
+(with fast_nvcc's own cpu added: the floor of the second compile).
 
     python benchmarks/pid_compile.py [--runs 3] [--json out.json]
 """
@@ -14,8 +17,10 @@ nvcc's with the process id in the module_id's names masked (nvcc's own two runs 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +35,7 @@ from common import (
     machine,
     ratio_table,
     read_log,
-    timed,
+    timed_with_cpu,
     today,
     tool_versions,
     write_json,
@@ -59,6 +64,8 @@ def main() -> int:
     keys = {"nvcc -t0": "nvcc", "fast_nvcc, first compile": "first", "fast_nvcc, second compile": "second"}
     names = list(keys)
     series = {name: Series(name) for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    own: dict[str, list[float]] = {name: [] for name in names[1:]}
     ciccs_twice = {name: 0 for name in names[1:]}
     lost = {name: 0.0 for name in names[1:]}
     identical = True
@@ -73,8 +80,11 @@ def main() -> int:
                 env = None if name.startswith("nvcc") else fast_nvcc_env(
                     {"FAST_NVCC_LOG": str(log), "FAST_NVCC_CACHE_DIR": str(state)})  # fmt: skip
                 out = work / f"{run}.{keys[name]}.o"
-                seconds = timed([*command, "-o", str(out)], cwd=work, env=env)
+                seconds, spent = timed_with_cpu([*command, "-o", str(out)], cwd=work, env=env)
                 series[name].seconds.append(seconds)
+                cpu[name].append(spent)
+                if name in own:
+                    own[name].append(sum(r.get("own_cpu_seconds") or 0.0 for r in read_log(log)))
                 for record in read_log(log):
                     failed = [s for s in record["steps"] if s.get("guess_failed")]
                     ciccs_twice[name] += sum(1 for s in failed if s["tool"] == "cicc" and s.get("guess_lost", 0) > 0)
@@ -92,11 +102,26 @@ def main() -> int:
         print(f"{name}: {ciccs_twice[name]} ciccs started twice in {options.runs} runs,"
               f" {lost[name]:.2f} s of failed guesses in all")  # fmt: skip
     print(f"objects identical to nvcc -t0's (temp names and the module_id's pid masked): {'yes' if identical else 'NO'}")
+    cores = len(os.sched_getaffinity(0))
+    nvcc_cpu, nvcc_wall = statistics.median(cpu["nvcc -t0"]), series["nvcc -t0"].median
+    learned_own = statistics.median(own["fast_nvcc, second compile"])
+    print("cpu of each variant's process tree (median): "
+          + ", ".join(f"{name} {statistics.median(cpu[name]):.2f} s" for name in names))  # fmt: skip
+    print(f"floor on {cores} cores: nvcc -t0's cpu / cores = {nvcc_cpu / cores:.2f} s, "
+          f"{floor_ratio(nvcc_cpu, cores, nvcc_wall):.2f}x of nvcc -t0's wall; with fast_nvcc's own cpu "
+          f"({learned_own:.2f} s a learned compile) {floor_ratio(nvcc_cpu + learned_own, cores, nvcc_wall):.2f}x")  # fmt: skip
     write_json(options.json, {
         "scenario": "pid", "machine": info, "series": {s.name: s.seconds for s in series.values()},
+        "cpu": cpu, "own_cpu": own, "cores": cores,
         "ciccs_started_twice": ciccs_twice, "failed_guess_seconds": lost, "identical": identical,
     })  # fmt: skip
     return 0 if identical else 1
+
+
+def floor_ratio(cpu: float, cores: int, wall: float) -> float:
+    """The soonest a compile of ``cpu`` seconds can end on ``cores`` cores, kept full from its
+    first second to its last, as a ratio to a ``wall`` (nvcc -t0's)."""
+    return cpu / max(1, cores) / wall
 
 
 if __name__ == "__main__":
