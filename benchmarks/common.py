@@ -8,7 +8,6 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -121,20 +120,12 @@ def today() -> str:
 
 
 def timed(command: Sequence[str], *, cwd: Path, env: dict[str, str] | None = None) -> float:
-    return timed_with_cpu(command, cwd=cwd, env=env)[0]
-
-
-def timed_with_cpu(command: Sequence[str], *, cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float]:
-    """The command's wall seconds and the cpu seconds of its whole process tree (every process
-    it and its children waited for)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(list(command), cwd=cwd, env=env, capture_output=True)
     elapsed = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stderr.decode(errors='replace')}")
-    return elapsed, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return elapsed
 
 
 def masked(path: Path) -> bytes:

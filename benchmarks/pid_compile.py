@@ -35,11 +35,12 @@ from common import (
     machine,
     ratio_table,
     read_log,
-    timed_with_cpu,
+    timed,
     today,
     tool_versions,
     write_json,
 )
+from peers import cpu_of_children
 
 SOURCE = BENCHMARKS / "pidheavy.cu"
 TARGETS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
@@ -80,12 +81,14 @@ def main() -> int:
                 env = None if name.startswith("nvcc") else fast_nvcc_env(
                     {"FAST_NVCC_LOG": str(log), "FAST_NVCC_CACHE_DIR": str(state)})  # fmt: skip
                 out = work / f"{run}.{keys[name]}.o"
-                seconds, spent = timed_with_cpu([*command, "-o", str(out)], cwd=work, env=env)
+                with cpu_of_children() as spent:
+                    seconds = timed([*command, "-o", str(out)], cwd=work, env=env)
                 series[name].seconds.append(seconds)
-                cpu[name].append(spent)
+                cpu[name].append(spent())
+                records = read_log(log)
                 if name in own:
-                    own[name].append(sum(r.get("own_cpu_seconds") or 0.0 for r in read_log(log)))
-                for record in read_log(log):
+                    own[name].append(sum(r.get("own_cpu_seconds") or 0.0 for r in records))
+                for record in records:
                     failed = [s for s in record["steps"] if s.get("guess_failed")]
                     ciccs_twice[name] += sum(1 for s in failed if s["tool"] == "cicc" and s.get("guess_lost", 0) > 0)
                     lost[name] += sum(s.get("guess_lost", 0.0) for s in failed)
