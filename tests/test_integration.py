@@ -61,6 +61,7 @@ CASES = {
     "M-o": ["-M", "kernel.cu", I, "-o", "kernel.deps"],
     "MD": ["-c", "kernel.cu", I, "-arch=sm_80", "-MD"],
     "MMD-MP": ["-c", "kernel.cu", I, *GENCODE_3, "-MMD", "-MP"],
+    "MD-line-directives": ["-c", "line_directives.cu", I, "-arch=sm_80", "-MD"],
     "cmake-style": ["-c", "kernel.cu", I, "-arch=sm_80", "-MD", "-MT", "obj/kernel.o", "-MF", "kernel.o.d", "-x", "cu", "-o", "kernel.o"],
     "long-dependency-options": [
         "-c", "kernel.cu", I, "-arch=sm_80", "--generate-nonsystem-dependencies-with-compile",
@@ -134,6 +135,12 @@ def test_dlink_and_tmpdir_elsewhere(nvcc, sources, tmp_path):
     result = compare(nvcc, args, cwd=sources, tmpdir=tmpdir)
     assert_same(result, host_debug_info=True, scratch=tmp_path)
     assert str(tmpdir).encode() in result.fast.files["debug.o"]
+    # Under -g gcc -E names the working directory in a line marker (# 1 "/dir//"), which nvcc's
+    # dependency file leaves out (CMake's Debug flags with Ninja's -MD -MT -MF).
+    args = ["-c", "kernel.cu", I, "-arch=sm_80", "-g", "-MD", "-MT", "obj/debug.o", "-MF", "debug.o.d", "-o", "debug.o"]
+    result = compare(nvcc, args, cwd=sources, tmpdir=tmpdir)
+    assert_same(result, host_debug_info=True, scratch=tmp_path)
+    assert b"//" not in result.fast.files["debug.o.d"]
 
 
 def test_source_on_stdin(nvcc, sources):

@@ -4,6 +4,9 @@ nvcc never calls the host compiler with ``-M``: it reads the preprocessor line m
 (``# 12 "file" 1 3``) of every preprocessed file it produced since the last such step (each
 device architecture's ``.cpp1.ii`` and the host's ``.cpp4.ii``, in plan order) and lists each
 file once, in order of first appearance, leaving out ``<built-in>`` and ``<command-line>``.
+A file counts where the preprocessor enters it (flag 1), and the source where the output
+begins; a marker without flag 1 only renames lines: a ``#line 5 "other.h"`` of the source, and
+the working directory (``# 1 "/build//"``) that gcc writes under ``-g``, are no dependencies.
 With ``-MM``/``-MMD`` files that the preprocessor flagged as system headers (flag 3: found
 through ``-isystem`` or the compiler's own directories) are left out too.  Spaces are escaped
 with a backslash; ``$`` and ``#`` are not.  ``-MP`` appends an empty rule for every header.
@@ -26,11 +29,11 @@ _ESCAPE = re.compile(rb"\\([0-7]{1,3}|.)")
 
 
 def iter_included(data: bytes) -> Iterator[tuple[str, bool]]:
-    """Each file named by a line marker of preprocessed ``data``, once, with its system-header
-    flag (flag 3) as first seen."""
+    """Each file that preprocessed ``data`` begins with or enters (a line marker's flag 1), once,
+    with its system-header flag (flag 3) as first entered."""
     seen: set[bytes] = set()
-    for raw, flags in _LINE_MARKER.findall(b"\n" + data):
-        if raw in seen:
+    for at, (raw, flags) in enumerate(_LINE_MARKER.findall(b"\n" + data)):
+        if raw in seen or (at and b"1" not in flags.split()):
             continue
         seen.add(raw)
         name = (_ESCAPE.sub(_unescape, raw) if b"\\" in raw else raw).decode("utf-8", "surrogateescape")

@@ -45,6 +45,22 @@ def test_union_in_order_of_first_appearance():
     ]  # fmt: skip
 
 
+def test_markers_that_enter_no_file_are_no_dependencies():
+    """gcc -E -g names the working directory in the second marker; #line renames lines. Neither
+    enters a file (flag 1), and nvcc lists neither; a file entered later counts from there."""
+    data = b"""# 0 "k.cu"
+# 1 "/build/dir//"
+# 0 "<built-in>"
+# 1 "k.cu"
+# 5 "other.h"
+# 7 "a.h"
+# 1 "a.h" 1
+# 3 "k.cu" 2
+"""
+    assert list(iter_included(data)) == [("k.cu", False), ("a.h", False)]
+    assert collect_dependencies([data, HOST], nonsystem=False)[:3] == ["k.cu", "a.h", "/usr/include/stdc-predef.h"]
+
+
 def test_nonsystem_leaves_out_flagged_headers():
     deps = collect_dependencies([DEVICE, HOST], nonsystem=True)
     assert "/usr/include/stdc-predef.h" not in deps and "/opt/sys/s.h" not in deps
