@@ -70,6 +70,7 @@ CASES = {
     "long-M": ["--generate-dependencies", "kernel.cu", I, "--output-directory", "objs"],
     "repeated-MT-warning": ["-c", "kernel.cu", I, "-arch=sm_80", "-MD", "-MT", "a", "-MT", "b"],
     "odir": ["-c", "kernel.cu", I, "-arch=sm_80", "-odir", "objs", "-MD", "-MF", "k.d"],
+    "odir-MT": ["-c", "kernel.cu", I, "-arch=sm_80", "-odir", "objs", "-MD", "-MT", "obj/k.o", "-MF", "k.d"],
     "odir-missing": ["-c", "kernel.cu", I, "-arch=sm_80", "-odir", "no_such_dir", "-MD"],
     "Xptxas-v": ["-c", "kernel.cu", I, *GENCODE_3, "-Xptxas", "-v"],
     "Xcompiler": ["-c", "warning.cu", "-arch=sm_80", "-Xcompiler", "-Wall,-Wextra", "-Xcompiler=-fPIC"],

@@ -137,17 +137,19 @@ class Option(NamedTuple):
 class DependencyOptions(NamedTuple):
     """What nvcc's dependency filter needs besides the preprocessed files."""
 
-    target: str | None  # -MT, or the output object (-o/-odir) when given; None: from the source
-    output_dir: str | None
+    target: str | None  # -MT, or the output object (-o) when given; None: from the source
+    output_dir: str | None  # -odir: nvcc puts it before whichever target, "dir/" + target
     phony_targets: bool  # -MP
     nonsystem: bool  # -MM/-MMD: leave out headers from system directories
 
     def target_for(self, source: str) -> str:
-        """The rule's target; nvcc derives the default from the source's name."""
-        if self.target is not None:
-            return self.target
-        stem = os.path.splitext(os.path.basename(source))[0] + ".o"
-        return f"{self.output_dir}/{stem}" if self.output_dir else stem
+        """The rule's target; nvcc derives the default from the source's name, and writes any
+        target under -odir as the directory, a slash and the target (``-odir o -MT /a.o``:
+        ``o//a.o``)."""
+        target = self.target
+        if target is None:
+            target = os.path.splitext(os.path.basename(source))[0] + ".o"
+        return f"{self.output_dir}/{target}" if self.output_dir is not None else target
 
 
 def effective_args(args: Sequence[str], env: Mapping[str, str], *, cwd: str) -> list[str]:
@@ -266,7 +268,7 @@ def dependency_options(args: Sequence[str]) -> DependencyOptions:
             nonsystem = True
     if target is None and output is not None and not deps_only:
         # With -M/-MM the -o file is the dependency file itself; otherwise it is the target.
-        target = f"{output_dir}/{output}" if output_dir else output
+        target = output
     return DependencyOptions(
         target=target, output_dir=output_dir, phony_targets=phony, nonsystem=nonsystem
     )

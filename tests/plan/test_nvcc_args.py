@@ -37,6 +37,10 @@ def test_option_forms():
         (["-c", "-MD", "-MT", "x", "-MT", "y"], "y"),
         (["-MD", "-MF", "t.d", "-o", "app"], "app"),
         (["-c", "--generate-dependencies-with-compile", "--dependency-target-name=abc"], "abc"),
+        (["-c", "-MD", "-odir", "objs", "-MT", "obj/x.o"], "objs/obj/x.o"),
+        (["-c", "-MD", "-odir", "objs", "-MT", "/abs/x.o", "-o", "out.o"], "objs//abs/x.o"),
+        (["-M", "-odir", "objs", "-MT", "t"], "objs/t"),
+        (["-c", "-MD", "-odir", "objs", "-MT", ""], "objs/"),
     ],
 )
 def test_dependency_target(args, target):
