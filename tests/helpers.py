@@ -187,7 +187,7 @@ def assert_same(result: Comparison, *, host_debug_info: bool = False, scratch: P
     assert mask(fast.stderr) == mask(plain.stderr), _diff("stderr", plain.stderr, fast.stderr)
     assert mask(fast.stdout) == mask(plain.stdout), _diff("stdout", plain.stdout, fast.stdout)
     assert fast.returncode == plain.returncode
-    assert sorted(fast.files) == sorted(plain.files)
+    assert sorted(fast.files) == sorted(plain.files), (sorted(plain.files), sorted(fast.files))
     for name, data in plain.files.items():
         if name.endswith(".d"):
             assert not depfiles or fast.files[name] == data, f"depfile {name} differs"
