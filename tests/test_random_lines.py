@@ -15,54 +15,51 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
-import re
-import shutil
 
-import helpers
 import pytest
-from helpers import Comparison, assert_same, compare, fast_nvcc_command, remove_files, run_tool
+from helpers import (
+    Comparison,
+    assert_same,
+    compare,
+    fast_nvcc_command,
+    mask_pid,
+    remove_files,
+    run_tool,
+)
 from random_lines import HOST_SOURCE, Line, draw
 
 pytestmark = [pytest.mark.nvcc, pytest.mark.side_by_side, pytest.mark.one_toolchain]
 
 COUNT = int(os.environ.get("FAST_NVCC_RANDOM_LINES", "30"))
 SEED = int(os.environ.get("FAST_NVCC_RANDOM_SEED", "39"))
-# The pid that ends the module_id of a source with no external definition (rerun_warning.cu):
-# nvcc's own two runs differ there, in the names that hold it.
-PID = re.compile(rb"(_cu_[0-9a-f]{8}_)[0-9]+")
 
 
 def line(number: int) -> Line:
     return draw(random.Random(SEED * 1_000_003 + number))
 
 
-@pytest.fixture
-def masked_pid(monkeypatch):
-    mask = helpers.mask
-    monkeypatch.setattr(helpers, "mask", lambda data: PID.sub(rb"\1PID", mask(data)))
-
-
 def reordered(result: Comparison) -> Comparison:
-    """Under -t N: fast_nvcc's output, where it holds nvcc's lines in another order (or, on a
-    failure, some of them), taken as nvcc's, so the rest compares as usual."""
+    """Under -t N: ``result`` with fast_nvcc's output taken as nvcc's where it holds nvcc's lines
+    in another order (or, on a failure, some of them), so the rest compares as usual."""
     plain, fast = result.plain, result.fast
+    streams = {}
     for stream in ("stdout", "stderr"):
-        ours = helpers.mask(getattr(fast, stream)).splitlines(keepends=True)
-        theirs = helpers.mask(getattr(plain, stream)).splitlines(keepends=True)
+        ours = mask_pid(getattr(fast, stream)).splitlines(keepends=True)
+        theirs = mask_pid(getattr(plain, stream)).splitlines(keepends=True)
         subset = all(ours.count(x) <= theirs.count(x) for x in set(ours))
         if sorted(ours) == sorted(theirs) or (plain.returncode != 0 and subset):
-            setattr(fast, stream, getattr(plain, stream))
+            streams[stream] = getattr(plain, stream)
+    fast = dataclasses.replace(fast, **streams)
     if plain.returncode != 0 and set(fast.files) <= set(plain.files):
         # A failure ends the other sources' compiles; nvcc keeps an output whose last step
         # ended before it, fast_nvcc removes it (-cubin of two sources, the second failing:
         # nvcc kept the first's 5 times in 5, -fatbin once in 5, -c never).
         plain = dataclasses.replace(plain, files={n: d for n, d in plain.files.items() if n in fast.files})
-        result = Comparison(plain, fast)
-    return result
+    return Comparison(plain, fast)
 
 
 @pytest.mark.parametrize("number", range(COUNT), ids=lambda n: f"line{n}")
-def test_random_line(nvcc, sources, tmp_path, masked_pid, number):
+def test_random_line(nvcc, sources, tmp_path, number):
     drawn = line(number)
     (sources / "objs").mkdir()
     (sources / "host.cpp").write_text(HOST_SOURCE)
@@ -76,5 +73,4 @@ def test_random_line(nvcc, sources, tmp_path, masked_pid, number):
     for result in (first, Comparison(first.plain, learned)):
         if drawn.threads:
             result = reordered(result)
-        assert_same(result, host_debug_info=drawn.host_debug_info, scratch=tmp_path)
-    shutil.rmtree(tmpdir, ignore_errors=True)
+        assert_same(result, host_debug_info=drawn.host_debug_info, scratch=tmp_path, pid=True)

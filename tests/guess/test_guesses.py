@@ -5,7 +5,6 @@ process id and of one whose host split fails, each compiled twice."""
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import shutil
 from pathlib import Path
@@ -19,7 +18,7 @@ from fast_nvcc.run.task_records import State
 from fast_nvcc.guess.module_id import DIFFERS, PID, carries_pid, id_template, verdict
 
 from helpers import (
-    fast_nvcc_command, mask, module_id_writer, nvcc_version, require_cudafe_module_id, run_tool,
+    fast_nvcc_command, mask, mask_pid, module_id_writer, nvcc_version, require_cudafe_module_id, run_tool,
 )  # fmt: skip
 
 TWO_TARGETS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
@@ -162,9 +161,6 @@ NO_COMPRESS = "--no-compress"
 # s against 0.6 s either way on the 2-core machine), and its ptxas took 6.6-7.7 s of a 12 s
 # compile at -O3 and 2.5-3.4 s of 7.4 s at -O0.
 QUICK_PTXAS = ["-Xptxas", "-O0"]
-# The process id in a module_id's names: the one thing nvcc itself varies in such a source
-# (with the fatbinary uncompressed, so that it stays in plain sight).
-MODULE_ID_PID = re.compile(rb"(_cu_[0-9a-f]{8}_)[0-9]+")
 
 
 def _compile(nvcc: str, tmp_path: Path, source: str, name: str, log: Path, env: dict | None = None, flags=()):
@@ -185,7 +181,7 @@ def _plain(nvcc: str, tmp_path: Path, source: str, name: str, flags=()) -> bytes
 
 
 def _same_but_pid(a: bytes, b: bytes) -> bool:
-    return MODULE_ID_PID.sub(rb"\1PID", mask(a)) == MODULE_ID_PID.sub(rb"\1PID", mask(b))
+    return mask_pid(a) == mask_pid(b)
 
 
 def _same_but_pid_as_one_of(built: bytes, plains: list[bytes]) -> bool:

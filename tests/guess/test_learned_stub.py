@@ -5,7 +5,6 @@ object is still nvcc's.  Against the real nvcc, compile after compile in one sta
 from __future__ import annotations
 
 import csv
-import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from helpers import (
     Comparison,
     assert_same,
     fast_nvcc_command,
-    mask,
+    mask_pid,
     remove_files,
     require_cudafe_module_id,
     run_tool,
@@ -103,7 +102,6 @@ int launch() { kernel<<<1, 32>>>(nullptr); return 0; }
 int dummy = launch();
 }  // namespace
 """
-MODULE_ID_PID = re.compile(rb"(_cu_[0-9a-f]{8}_)[0-9]+")
 
 
 @pytest.mark.nvcc
@@ -120,7 +118,7 @@ def test_a_learned_stub_takes_this_compiles_module_id(nvcc, tmp_path):
     def plain(name: str) -> bytes:
         outcome = run_tool([nvcc, *args, "-o", name], cwd=work, tmpdir=tmp_path / "t")
         assert outcome.returncode == 0
-        return MODULE_ID_PID.sub(rb"\1PID", mask(outcome.files[name]))
+        return mask_pid(outcome.files[name])
 
     for n in range(2):
         before = plain(f"before{n}.o")
@@ -134,7 +132,7 @@ def test_a_learned_stub_takes_this_compiles_module_id(nvcc, tmp_path):
         # The pid's digits are masked; their count lengthens the names (and every offset after),
         # and grows at most once in a test's span: one of the plain compiles around ours has as
         # many digits as its cudafe++'s pid (tests/guess/test_guesses.py, _same_but_pid_as_one_of).
-        ours = MODULE_ID_PID.sub(rb"\1PID", mask(fast.files[f"fast{n}.o"]))
+        ours = mask_pid(fast.files[f"fast{n}.o"])
         assert ours in (before, plain(f"after{n}.o"))
 
 
