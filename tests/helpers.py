@@ -190,6 +190,19 @@ def strip_debug(data: bytes, workdir: Path) -> tuple[bytes, list[bytes]]:
     return mask(stripped.read_bytes()), sorted(strings)
 
 
+def strip_debug_archive(data: bytes, workdir: Path) -> list[tuple[bytes, tuple[bytes, list[bytes]]]]:
+    """An archive (-lib) of objects with host debug info, member by member in its order: each
+    member's name (masked) and :func:`strip_debug` of it."""
+    archive = workdir / "debug-archive.a"
+    archive.write_bytes(data)
+    members = workdir / "members"
+    shutil.rmtree(members, ignore_errors=True)
+    members.mkdir()
+    names = subprocess.run(["ar", "t", str(archive)], check=True, capture_output=True).stdout.split()
+    subprocess.run(["ar", "x", str(archive)], cwd=members, check=True)
+    return [(mask(name), strip_debug((members / name.decode()).read_bytes(), workdir)) for name in names]
+
+
 def assert_same(result: Comparison, *, host_debug_info: bool = False, scratch: Path | None = None,
                 depfiles: bool = True, pid: bool = False) -> None:
     """``depfiles=False``: the caller compares the dependency files itself (ccache rewrites
@@ -207,6 +220,9 @@ def assert_same(result: Comparison, *, host_debug_info: bool = False, scratch: P
         elif host_debug_info and name.endswith(".o"):
             assert scratch is not None
             assert strip_debug(fast.files[name], scratch) == strip_debug(data, scratch), name
+        elif host_debug_info and name.endswith(".a"):
+            assert scratch is not None
+            assert strip_debug_archive(fast.files[name], scratch) == strip_debug_archive(data, scratch), name
         else:
             assert masked(fast.files[name]) == masked(data), f"{name} differs after masking temp names"
     assert fast.leftovers == [], f"fast_nvcc left temp files: {fast.leftovers}"

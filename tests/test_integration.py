@@ -142,6 +142,11 @@ def test_dlink_and_tmpdir_elsewhere(nvcc, sources, tmp_path):
     result = compare(nvcc, args, cwd=sources, tmpdir=tmpdir)
     assert_same(result, host_debug_info=True, scratch=tmp_path)
     assert b"//" not in result.fast.files["debug.o.d"]
+    # An archive of such objects: its members compare as the objects do (the debug strings'
+    # order is nvcc's own to vary), and its member names follow nvcc's temp names.
+    args = ["-lib", "kernel.cu", "warning.cu", I, "-arch=sm_80", "-g", "-o", "debug.a"]
+    result = compare(nvcc, args, cwd=sources, tmpdir=tmpdir)
+    assert_same(result, host_debug_info=True, scratch=tmp_path)
 
 
 def test_source_on_stdin(nvcc, sources):
