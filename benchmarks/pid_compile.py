@@ -9,7 +9,9 @@ they were stopped and how many ciccs ran twice (FAST_NVCC_LOG), and whether the 
 nvcc's with the process id in the module_id's names masked (nvcc's own two runs differ there).
 Also each variant's cpu (its whole process tree) and the floor it sets: nvcc -t0's cpu over the
 cores, the soonest any driver that runs nvcc's tools could end, as a ratio to nvcc -t0's wall
-(with fast_nvcc's own cpu added: the floor of the second compile).
+(with fast_nvcc's own cpu added: the floor of the second compile), and a tighter one where
+steps run whole: the soonest any order of the learned compile's own steps, at the seconds each
+took there, could end on these cores (:func:`whole_step_floor`).
 
     python benchmarks/pid_compile.py [--runs 3] [--json out.json]
 """
@@ -67,6 +69,7 @@ def main() -> int:
     series = {name: Series(name) for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
     own: dict[str, list[float]] = {name: [] for name in names[1:]}
+    whole_steps: list[tuple[float, float]] = []  # a learned compile: (its run's wall, the best order's)
     ciccs_twice = {name: 0 for name in names[1:]}
     lost = {name: 0.0 for name in names[1:]}
     identical = True
@@ -88,6 +91,10 @@ def main() -> int:
                 records = read_log(log)
                 if name in own:
                     own[name].append(sum(r.get("own_cpu_seconds") or 0.0 for r in records))
+                if keys[name] == "second" and len(records) == 1:
+                    best = whole_step_floor(records[0]["steps"], cores=len(os.sched_getaffinity(0)))
+                    if best is not None:
+                        whole_steps.append((records[0]["wall_seconds"], best))
                 for record in records:
                     failed = [s for s in record["steps"] if s.get("guess_failed")]
                     ciccs_twice[name] += sum(1 for s in failed if s["tool"] == "cicc" and s.get("guess_lost", 0) > 0)
@@ -113,12 +120,65 @@ def main() -> int:
     print(f"floor on {cores} cores: nvcc -t0's cpu / cores = {nvcc_cpu / cores:.2f} s, "
           f"{floor_ratio(nvcc_cpu, cores, nvcc_wall):.2f}x of nvcc -t0's wall; with fast_nvcc's own cpu "
           f"({learned_own:.2f} s a learned compile) {floor_ratio(nvcc_cpu + learned_own, cores, nvcc_wall):.2f}x")  # fmt: skip
+    if whole_steps:
+        ran, best = statistics.median(w for w, _ in whole_steps), statistics.median(b for _, b in whole_steps)
+        print(f"steps run whole, learned compile: its steps ended in {ran:.2f} s (median; fast_nvcc's run, "
+              f"from its first step), the best order of the same steps on {cores} cores {best:.2f} s "
+              f"({floor_ratio(best, 1, nvcc_wall):.2f}x of nvcc -t0's wall)")  # fmt: skip
     write_json(options.json, {
         "scenario": "pid", "machine": info, "series": {s.name: s.seconds for s in series.values()},
         "cpu": cpu, "own_cpu": own, "cores": cores,
-        "ciccs_started_twice": ciccs_twice, "failed_guess_seconds": lost, "identical": identical,
+        "whole_steps": whole_steps, "ciccs_started_twice": ciccs_twice, "failed_guess_seconds": lost, "identical": identical,
     })  # fmt: skip
     return 0 if identical else 1
+
+
+# What each of pidheavy.cu's steps needs before it starts, in a learned compile (tool, arch): a
+# cicc starts once its preprocessing has ended and cudafe++ has started, since the learned
+# module_id is written as cudafe++ is spawned (fast_nvcc.guess.module_id); the host compile's
+# assembly takes the fatbinary.  ("start", step) is "once that step has started".
+AFTER: dict[tuple[str, str | None], list] = {
+    ("gcc -E", None): [], ("gcc -E", "compute_80"): [], ("gcc -E", "compute_90"): [],
+    ("cudafe++", None): [("gcc -E", None)],
+    ("cc1plus", None): [("cudafe++", None)],
+    ("cicc", "compute_80"): [("gcc -E", "compute_80"), ("start", ("cudafe++", None))],
+    ("cicc", "compute_90"): [("gcc -E", "compute_90"), ("start", ("cudafe++", None))],
+    ("ptxas", "sm_80"): [("cicc", "compute_80")], ("ptxas", "sm_90"): [("cicc", "compute_90")],
+    ("fatbinary", None): [("ptxas", "sm_80"), ("ptxas", "sm_90")],
+    ("as", None): [("cc1plus", None), ("fatbinary", None)],
+}  # fmt: skip
+
+
+def whole_step_floor(steps: list[dict], *, cores: int) -> float | None:
+    """The soonest the learned compile's tool steps, each taking the seconds it took in
+    ``steps`` (a FAST_NVCC_LOG record's), could all end on ``cores`` cores if each runs whole
+    on one core, in the best order (every order searched, a step starting on the core that
+    frees first; orders that cannot beat the best so far are cut).  None where the steps are
+    not the ones AFTER names."""
+    cost = {(s["tool"], s["arch"]): s["seconds"] for s in steps if s.get("command") and s["state"] == "done"}
+    if set(cost) != set(AFTER):
+        return None
+    best = [sum(cost.values())]
+
+    def search(free: list[float], started: dict, left: float) -> None:
+        if len(started) == len(AFTER):
+            best[0] = min(best[0], max(end for _, end in started.values()))
+            return
+        now = min(free)
+        core = free.index(now)
+        for step, needs in AFTER.items():
+            if step in started or any((n[1] if n[0] == "start" else n) not in started for n in needs):
+                continue
+            ready = max([now, *(started[n[1]][0] if n[0] == "start" else started[n][1] for n in needs)])
+            end = ready + cost[step]
+            after = [*free[:core], end, *free[core + 1:]]
+            if max(max(after), (sum(after) + left - cost[step]) / cores) < best[0]:
+                started[step] = (ready, end)
+                search(after, started, left - cost[step])
+                del started[step]
+
+    search([0.0] * cores, {}, sum(cost.values()))
+    return best[0]
 
 
 def floor_ratio(cpu: float, cores: int, wall: float) -> float:
