@@ -40,6 +40,17 @@ def mask_pid(data: bytes) -> bytes:
     return MODULE_ID_PID.sub(rb"\1PID", mask(data))
 
 
+QUAD = re.compile(rb"0x([0-9a-f]{16})")
+
+
+def fatbin_c(data: bytes) -> tuple[bytes, bytes]:
+    """A ``--keep`` .fatbin.c, whose fatbinary is an assembler ``.quad`` list: its text without
+    the numbers, and the bytes they spell (little-endian), where the module_id's pid is bytes,
+    not text that :func:`mask_pid` can find."""
+    quads = b"".join(int(word, 16).to_bytes(8, "little") for word in QUAD.findall(data))
+    return QUAD.sub(b"Q", data), quads
+
+
 @dataclass
 class Outcome:
     returncode: int
@@ -220,6 +231,8 @@ def assert_same(result: Comparison, *, host_debug_info: bool = False, scratch: P
         elif host_debug_info and name.endswith(".o"):
             assert scratch is not None
             assert strip_debug(fast.files[name], scratch) == strip_debug(data, scratch), name
+        elif pid and name.endswith(".fatbin.c"):
+            assert [masked(part) for part in fatbin_c(fast.files[name])] == [masked(part) for part in fatbin_c(data)], name
         elif host_debug_info and name.endswith(".a"):
             assert scratch is not None
             assert strip_debug_archive(fast.files[name], scratch) == strip_debug_archive(data, scratch), name

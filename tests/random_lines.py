@@ -15,14 +15,14 @@ from typing import NamedTuple
 
 MODES = [
     ["-c"], ["-c"], ["-c"], ["-dc"], ["-rdc=true", "-c"], ["-dc", "-dlto"], ["-ptx"], ["-cubin"],
-    ["-fatbin"], ["-lib"], ["-E"], [],  # []: compile and link an executable
+    ["-fatbin"], ["-lib"], ["-E"], ["-cuda"], [],  # []: compile and link an executable
 ]  # fmt: skip
 TARGETS = [
     ["-arch=sm_80"], ["-arch=sm_90"], ["-arch=sm_90a"], ["-arch=compute_80"], [],
     ["-arch=compute_80", "-code=sm_80,compute_80"], ["-arch=sm_75", "-code=sm_75,sm_80"],
     ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"],
     ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_80,code=sm_86"],
-    ["--gpu-architecture=sm_89"], ["-arch", "sm_80", "-arch", "sm_90"],
+    ["--gpu-architecture=sm_89"], ["-arch", "sm_80", "-arch", "sm_90"], ["-arch=native"],
 ]  # fmt: skip
 OPTIONS = [
     ["-O3"], ["-O0"], ["--optimize", "2"], ["-lineinfo"], ["--generate-line-info"], ["-g"],
@@ -38,6 +38,8 @@ OPTIONS = [
     ["-I", "dir with space"], ["--default-stream", "per-thread"], ["--keep-device-functions"],
     ["-t0"], ["-t", "2"], ["--split-compile", "2"], ["-compress-mode=size"], ["-ccbin", "g++"],
     ["-odir", "objs"], ["--output-directory", "objs"], ["-x", "cu"], ["-noprof"], ["-restrict"],
+    ["--cudart", "shared"], ["--cudart=none"], ["-Xfatbin", "-compress-all"], ["-Xcicc", "-O1"],
+    ["-static-global-template-stub=false"], ["-Xnvlink", "--verbose"], ["-Xptxas=-v,-O2"], ["--keep"],
 ]  # fmt: skip
 DEPENDENCIES = [[], [], [], ["-MD"], ["-MMD", "-MP"], ["-MD", "-MT", "obj/x.o", "-MF", "x.d"], ["-M"], ["-MM"]]
 SOURCES = [
@@ -72,7 +74,7 @@ class Line(NamedTuple):
         """Does the line make objects with host debug info (their strings' order varies)?"""
         words = self.words
         debug = "-g" in words or "-G" in words or ("-Xcompiler", "-g") in itertools.pairwise(words)
-        return debug and not {"-M", "-MM", "-E", "-ptx", "-cubin", "-fatbin"} & set(words)
+        return debug and not {"-M", "-MM", "-E", "-cuda", "-ptx", "-cubin", "-fatbin"} & set(words)
 
     @property
     def words(self) -> list[str]:
