@@ -125,6 +125,8 @@ def _step_fields(s: StepReport) -> dict[str, Any]:
         **({"memory_evicted": True} if s.memory_evicted else {}),
         **({"yielded": round(s.yielded, 6)} if s.yielded else {}),
         **({"stops_at": [[round(a, 6), round(b, 6)] for a, b in s.stops]} if s.stops else {}),
+        **({"went_on": [[round(t, 6), why, round(rank, 3), _round(ask), _round(left)]
+                        for t, why, rank, ask, left in s.went_on]} if s.went_on else {}),
         **({"oom_rerun": True} if s.oom_rerun else {}),
         **({"guess_failed": s.guess_failed, "guess_lost": round(s.guess_lost, 6)} if s.guess_failed else {}),
         **({"cores": s.cores, "cores_at": [[round(t, 6), n] for t, n in s.core_timeline],

@@ -51,6 +51,8 @@ class StepReport(NamedTuple):
     memory_evicted: bool = False  # ... then killed to make room for an older step, and run again
     yielded: float = 0.0  # seconds stopped to give its core to a split step (fast_nvcc.run.yielding)
     stops: tuple[tuple[float, float], ...] = ()  # (from, to) of each stop, seconds into the run
+    # each time it went on after a stop for a split step: (when, why, its rank, the best ask, the build's end)
+    went_on: tuple[tuple[float, str, float, float | None, float | None], ...] = ()
     oom_rerun: bool = False  # killed for memory and run again (fast_nvcc.machine.memory)
     guess_failed: str = ""  # a guess of fast_nvcc's that failed here (fast_nvcc.guess.decisions): why
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
@@ -185,6 +187,7 @@ def build_report(
                 memory_evicted=record.memory_evicted,
                 yielded=record.yielded,
                 stops=tuple(record.stops),
+                went_on=tuple(record.went_on),
                 oom_rerun=record.oom_rerun,
                 guess_failed=record.guess_failed,
                 guess_lost=record.guess_lost,

@@ -32,6 +32,7 @@ from .yielding import (
     going_on_rank,
     has_slack,
     to_stop,
+    why_going_on,
 )
 
 if TYPE_CHECKING:
@@ -117,10 +118,15 @@ class Holdings:
         task, record, handler = self.tasks[task_id], self.records[task_id], self.handler_of(task_id)
         if handler.takes_slot:  # (a step stopped for a split step held a slot: _candidates)
             rank = self.rank_of(task_id)
-            if task_id in self.paused and gives_way(rank, best_ask=self.slots.yield_to()[0], build_left=self.build_left):
+            best_ask = self.slots.yield_to()[0] if task_id in self.paused else None
+            if task_id in self.paused and gives_way(rank, best_ask=best_ask, build_left=self.build_left):
                 return False  # the slot it gave is for the split step that asked (yielding.gives_way)
             if not self.admission.reserve(task, rank, now=self.now(), short=short, memory=task_id not in self.paused):
                 return False
+            if task_id in self.paused:  # its own path, not the build's end it may ask at
+                own = self.ready.remaining(task_id, self.done(task_id)) if self.ready is not None else rank
+                why = why_going_on(own, best_ask=best_ask, build_left=self.build_left)
+                record.went_on.append((self.now(), why, own, best_ask, self.build_left))
         record.slot, record.over_pool = self.admission.start(task, takes_slot=handler.takes_slot,
                                                              capacity=handler.capacity, short=short)  # fmt: skip
         return True

@@ -46,6 +46,7 @@ class Record:
         "state",
         "stops",
         "task_id",
+        "went_on",
         "yielded",
         "yields",
     )
@@ -88,6 +89,9 @@ class Record:
         self.yields = 0
         self.yielded = 0.0
         self.stops: list[tuple[float, float]] = []  # (from, to) of each stop, either kind
+        # Each time it went on after a stop for a split step: when, why (yielding.why_going_on), its
+        # rank, the best ask of the machine's split steps then, and the build's soonest end.
+        self.went_on: list[tuple[float, str, float, float | None, float | None]] = []
         self.memory_evicted = False  # stopped, then killed to make room for an older step; run again
         self.oom_rerun = False  # killed for memory (fast_nvcc.machine.memory) and run again first
         self.dropped = False  # an optional task that never started, was stopped, or did not help

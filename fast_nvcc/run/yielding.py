@@ -105,6 +105,16 @@ def gives_way(rank: float, *, best_ask: float | None, build_left: float | None) 
     return best_ask is not None and best_ask >= rank * MARGIN and has_slack(rank, build_left=build_left)
 
 
+def why_going_on(rank: float, *, best_ask: float | None, build_left: float | None) -> str:
+    """Why a stopped step on a remaining path of ``rank`` goes on as it takes a slot back (it
+    no longer :func:`gives_way`): ``no slack`` (its path nears the build's soonest end,
+    :func:`has_slack`), ``no ask`` (no split step of the machine asks for a core), or ``ask
+    below`` (the best ask is under MARGIN times its rank).  FAST_NVCC_LOG's ``went_on``."""
+    if not has_slack(rank, build_left=build_left):
+        return "no slack"
+    return "no ask" if best_ask is None else "ask below"
+
+
 def to_stop(candidates: Sequence[Candidate], *, best_ask: float | None,
             lowest_elsewhere: float | None, build_left: float | None = None) -> int | None:  # fmt: skip
     """The step of ours to stop now, if any: our lowest-ranked candidate, when a split step of

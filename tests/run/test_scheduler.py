@@ -423,6 +423,12 @@ def test_a_step_with_slack_stops_to_give_its_core_to_a_split_step_and_goes_on_af
     logged = log_record(nvcc="nvcc", args=[], cwd="/", sources=[], outputs=[], exit_code=0, wall_seconds=1.0,
                         started=0.0, mode="graph", report=report)["steps"][1]  # fmt: skip
     assert logged["stops_at"] == [[round(a, 6), round(b, 6)] for a, b in host.stops]
+    # and why it went on each time: the cicc's threads ended, so no split step asked any more
+    # (or asked below its path, as the threads ended one by one)
+    assert len(logged["went_on"]) == host.yields
+    assert all(why in ("no ask", "ask below") and rank == pytest.approx(10.0, abs=10.0)
+               for _, why, rank, _, _ in logged["went_on"])  # fmt: skip
+    assert all(a < t <= b + 1e-6 for (t, *_), (a, b) in zip(logged["went_on"], host.stops))
 
 
 def test_a_stopped_step_goes_on_as_the_split_step_nears_its_end(tmp_path):

@@ -3,7 +3,7 @@ with made-up ranks; tests/run/test_scheduler.py runs it with real processes."""
 
 import pytest
 
-from fast_nvcc.run.yielding import MARGIN, BuildLeft, Candidate, going_on_rank, has_slack, to_stop
+from fast_nvcc.run.yielding import MARGIN, BuildLeft, Candidate, going_on_rank, has_slack, to_stop, why_going_on
 
 
 def test_the_lowest_ranked_step_stops_for_a_split_step_on_a_far_longer_path():
@@ -49,6 +49,15 @@ def test_a_stopped_step_goes_on_at_the_builds_end_once_its_slack_is_spent():
     assert going_on_rank(40.0, build_left=49.0) == 49.0  # slack spent: it ranks as the build's end
     assert going_on_rank(60.0, build_left=49.0) == 60.0  # past the end already: its own path
     assert going_on_rank(40.0, build_left=None) == 40.0
+
+
+def test_a_stopped_step_says_why_it_went_on():
+    """FAST_NVCC_LOG's went_on: the slack spent first (whatever the asks), then no ask at all,
+    else an ask under MARGIN times its path."""
+    assert why_going_on(40.0, best_ask=1000.0, build_left=49.0) == "no slack"
+    assert why_going_on(40.0, best_ask=None, build_left=None) == "no ask"
+    assert why_going_on(40.0, best_ask=40.0 * MARGIN - 0.01, build_left=120.0) == "ask below"
+    assert why_going_on(40.0, best_ask=10.0, build_left=None) == "ask below"
 
 
 def test_the_builds_end_is_every_compiles_work_left_now_over_the_cores(tmp_path):
