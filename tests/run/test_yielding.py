@@ -3,7 +3,15 @@ with made-up ranks; tests/run/test_scheduler.py runs it with real processes."""
 
 import pytest
 
-from fast_nvcc.run.yielding import MARGIN, BuildLeft, Candidate, going_on_rank, has_slack, to_stop, why_going_on
+from fast_nvcc.run.yielding import (
+    MARGIN,
+    BuildLeft,
+    Candidate,
+    going_on_rank,
+    has_slack,
+    to_stop,
+    why_going_on,
+)
 
 
 def test_the_lowest_ranked_step_stops_for_a_split_step_on_a_far_longer_path():
