@@ -96,14 +96,14 @@ class Holdings:
         # record.stopped counts the stops that have ended; one still on counts from its start.
         return now - record.start - record.stopped - (now - min(stops) if stops else 0.0)
 
-    def rank_of(self, task_id: int) -> float:
+    def rank_of(self, task_id: int, *, own: bool = False) -> float:
         """The rank a task asks and holds a slot at: its remaining path, which falls as it runs
         (ReadyQueue.remaining), so that a step stopped for a split step goes on as that nears
-        its end."""
+        its end (unless ``own``: where its slack is spent, the build's end: yielding.going_on_rank)."""
         if self.ready is None:
             return self.priority_of(task_id)
         rank = self.ready.remaining(task_id, self.done(task_id))
-        return going_on_rank(rank, build_left=self.build_left) if task_id in self.paused else rank
+        return going_on_rank(rank, build_left=self.build_left) if task_id in self.paused and not own else rank
 
     # -- dispatch's Offer --------------------------------------------------------------------
 
@@ -123,10 +123,10 @@ class Holdings:
                 return False  # the slot it gave is for the split step that asked (yielding.gives_way)
             if not self.admission.reserve(task, rank, now=self.now(), short=short, memory=task_id not in self.paused):
                 return False
-            if task_id in self.paused:  # its own path, not the build's end it may ask at
-                own = self.ready.remaining(task_id, self.done(task_id)) if self.ready is not None else rank
-                why = why_going_on(own, best_ask=best_ask, build_left=self.build_left)
-                record.went_on.append((self.now(), why, own, best_ask, self.build_left))
+            if task_id in self.paused:  # why, at its own path (not the build's end it may ask at)
+                own = self.rank_of(task_id, own=True)
+                record.went_on.append((self.now(), why_going_on(own, best_ask=best_ask, build_left=self.build_left),
+                                       own, best_ask, self.build_left))  # fmt: skip
         record.slot, record.over_pool = self.admission.start(task, takes_slot=handler.takes_slot,
                                                              capacity=handler.capacity, short=short)  # fmt: skip
         return True
@@ -265,20 +265,6 @@ class Holdings:
             found.append(Candidate(task_id, queue.remaining(task_id, done)))
         return found
 
-    def guard(self) -> PressureGuard | None:
-        """Steps are stopped rather than lost when memory runs short (fast_nvcc.machine.pressure)."""
-        if self.memory is None:
-            return None
-        from ..machine.pressure import PressureGuard
-
-        def signal_step(task_id: int, signum: int) -> bool:
-            if signum == signal.SIGCONT and task_id in self.paused:
-                return True  # stopped for a split step too: it goes on when it has a slot again
-            return self.processes.signal_step(task_id, signum)
-
-        return PressureGuard(self.memory, signal_step=signal_step, on_change=self.memory_changed,
-                             step_pids=self.processes.step_pids).start()  # fmt: skip
-
     def memory_changed(self, what: str, task_id: int) -> None:
         """The memory guard stopped a step ("stop"), let it go on, or killed it ("evict")."""
         if what == "stop":
@@ -295,3 +281,18 @@ class Holdings:
         if self._told_left is not None:
             self._told_left.close()
         self.slots.release_all()
+
+
+def memory_guard(holdings: Holdings) -> PressureGuard | None:
+    """Steps are stopped rather than lost when memory runs short (fast_nvcc.machine.pressure)."""
+    if holdings.memory is None:
+        return None
+    from ..machine.pressure import PressureGuard
+
+    def signal_step(task_id: int, signum: int) -> bool:
+        if signum == signal.SIGCONT and task_id in holdings.paused:
+            return True  # stopped for a split step too: it goes on when it has a slot again
+        return holdings.processes.signal_step(task_id, signum)
+
+    return PressureGuard(holdings.memory, signal_step=signal_step, on_change=holdings.memory_changed,
+                         step_pids=holdings.processes.step_pids).start()  # fmt: skip

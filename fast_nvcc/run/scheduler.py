@@ -42,7 +42,7 @@ from .dispatch import MOMENT, Ready, Turn, dispatch
 from .early_inputs import EarlyInputs
 from .emitter import Emitter
 from .handlers import Handler, Internal, RunContext, all_handlers, feature_watches
-from .holdings import Holdings
+from .holdings import Holdings, memory_guard
 from .launcher import Launcher
 from .outcomes import Outcome, outcome, state_at_end
 from .processes import Processes
@@ -161,7 +161,7 @@ class Runner:
         if self.ready.work_left is not None:
             self.slots.left(self.ready.work_left)
         emitter = Emitter(self.tasks, self.records, self.messages, stdout=self.stdout, stderr=self.stderr)
-        guard = self.holdings.guard()
+        guard = memory_guard(self.holdings)
         if self.launcher.wakeup.start(signals=isinstance(self.slots, PoolSlots)):  # the pool wakes waiters
             self._idle.most = self._blocked.most = WOKEN_WAIT
         try:
