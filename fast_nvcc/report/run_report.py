@@ -58,6 +58,7 @@ class StepReport(NamedTuple):
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
     core_timeline: tuple[tuple[float, int], ...] = ()  # a split step: (seconds into the run, cores) at each change
     serial_seconds: float = 0.0  # ... and how long its threads ran one at a time
+    narrowed: tuple[tuple[float, str], ...] = ()  # ... and when and why it gave cores back
 
     @property
     def cores(self) -> int:
@@ -193,6 +194,7 @@ def build_report(
                 guess_lost=record.guess_lost,
                 core_timeline=tuple(record.core_timeline),
                 serial_seconds=record.serial_seconds,
+                narrowed=tuple(record.narrowed),
             )
         )
     return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at, tuple(dropped))

@@ -69,6 +69,7 @@ class Grant:
         "idle_looks",
         "locked",
         "looked",
+        "narrowed",
         "priority",
         "ran",
         "runnable",
@@ -96,6 +97,9 @@ class Grant:
         self.locked: set[int] = set()  # those of ``cores`` we hold an flock on
         self.again = 0  # polls left to hold its threads again (threads made while we held them)
         self.timeline: list[tuple[float, int]] = []  # (when, cores) at each change
+        # (when, why) it gave cores back: "idle" (its threads left them unused), "waiter" (a step
+        # of its compile, or a better-ranked one of the pool, waits), "jobserver" (make's tokens)
+        self.narrowed: list[tuple[float, str]] = []
         # Its threads running or waiting for a core at the last look (None: unknown).
         self.runnable: int | None = None
         self.idle_looks = 0  # looks in a row that found it holding more cores than it wants
@@ -271,6 +275,7 @@ class Grants:
             self._yielded = time.monotonic()  # (short_steps_free: the pool, which ranks its waiters)
             for grant in self._running.values():
                 if grant.width > 1:
+                    grant.narrowed.append((self.now(), "jobserver"))
                     while grant.width > 1:
                         self._drop_core(grant)
                         self.admission.narrow()
@@ -278,6 +283,7 @@ class Grants:
             self._pin(changed)
             return
         for grant, count in idle(self._running.values()):
+            grant.narrowed.append((self.now(), "idle"))
             for _ in range(count):
                 self._drop_core(grant)
                 self.admission.narrow()
@@ -286,6 +292,7 @@ class Grants:
         give_back = narrowing(self._running.values(), ours_waiting=ours_waiting,
                               outranked=functools.partial(self.admission.slots.claimed, pole=True))  # fmt: skip
         if give_back is not None:
+            give_back.narrowed.append((self.now(), "waiter"))
             self._drop_core(give_back)
             self.admission.narrow()
             changed.append(give_back)

@@ -180,6 +180,7 @@ class Holdings:
                 self.processes.pin(task.id, None)
                 record.core_timeline += grant.timeline  # (a run again after a failed guess adds its own)
                 record.serial_seconds += grant.serial_seconds
+                record.narrowed += grant.narrowed
         self.admission.end(task, record.slot, takes_slot=handler.takes_slot, capacity=handler.capacity)
         if self.memory is not None:
             # a peak worth telling peers (a stub probe's is not its cicc's)

@@ -30,6 +30,7 @@ class Record:
         "memory_evicted",
         "memory_stopped",
         "memory_wait",
+        "narrowed",
         "nice",
         "oom_rerun",
         "over_pool",
@@ -80,6 +81,7 @@ class Record:
         # were held to, at its start and each change.
         self.core_timeline: list[tuple[float, int]] = []
         self.serial_seconds = 0.0  # ... and how long its threads ran one at a time (Grant.serial_seconds)
+        self.narrowed: list[tuple[float, str]] = []  # ... and when and why it gave cores back (Grant.narrowed)
         self.over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
         self.nice = 0  # started at a lower CPU priority: its compile had slack (fast_nvcc.run.niceness)
         self.memory_wait = 0.0  # seconds of its wait spent held back by the memory budget

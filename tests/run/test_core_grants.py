@@ -277,8 +277,26 @@ def test_a_step_of_its_own_compile_and_a_better_ranked_waiter_each_take_a_core_b
     slots.waiter = 0.0
     grants.poll(ours_waiting=None, priority_of=lambda _: 100.0)
     assert len(pins[1]) == 3
+    # FAST_NVCC_LOG's narrowed: each core it gave back, and why
+    assert [why for _, why in grants._running[1].narrowed] == ["waiter", "waiter"]
     grants.close()
     assert slots.free == 2  # its own step's slot is the runner's to give back
+
+
+def test_a_split_step_says_when_its_threads_left_its_cores_idle(tmp_path):
+    """FAST_NVCC_LOG's narrowed: cores a split step's threads did not use for three looks go
+    back at once, marked idle."""
+    slots = FreeSlots(free=4)
+    admission, grants, pins = _grants(tmp_path, slots)
+    _running(admission, 1)
+    grants.start(1, 8, 100.0)
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=lambda _: 8)
+    assert len(pins[1]) == 4  # the three free slots
+    for _ in range(3):  # its front end or its tail: one thread
+        grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=lambda _: 1)
+    assert len(pins[1]) == 1
+    assert [why for _, why in grants.end(1).narrowed] == ["idle"]
+    grants.close()
 
 
 def test_a_step_of_its_own_compile_on_a_shorter_path_does_not_hold_a_long_pole_to_one_core(tmp_path):
