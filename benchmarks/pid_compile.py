@@ -69,6 +69,7 @@ def main() -> int:
     series = {name: Series(name) for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
     own: dict[str, list[float]] = {name: [] for name in names[1:]}
+    cores = len(os.sched_getaffinity(0))
     whole_steps: list[tuple[float, float]] = []  # a learned compile: (its run's wall, the best order's)
     ciccs_twice = {name: 0 for name in names[1:]}
     lost = {name: 0.0 for name in names[1:]}
@@ -92,7 +93,7 @@ def main() -> int:
                 if name in own:
                     own[name].append(sum(r.get("own_cpu_seconds") or 0.0 for r in records))
                 if keys[name] == "second" and len(records) == 1:
-                    best = whole_step_floor(records[0]["steps"], cores=len(os.sched_getaffinity(0)))
+                    best = whole_step_floor(records[0]["steps"], cores=cores)
                     if best is not None:
                         whole_steps.append((records[0]["wall_seconds"], best))
                 for record in records:
@@ -112,7 +113,6 @@ def main() -> int:
         print(f"{name}: {ciccs_twice[name]} ciccs started twice in {options.runs} runs,"
               f" {lost[name]:.2f} s of failed guesses in all")  # fmt: skip
     print(f"objects identical to nvcc -t0's (temp names and the module_id's pid masked): {'yes' if identical else 'NO'}")
-    cores = len(os.sched_getaffinity(0))
     nvcc_cpu, nvcc_wall = statistics.median(cpu["nvcc -t0"]), series["nvcc -t0"].median
     learned_own = statistics.median(own["fast_nvcc, second compile"])
     print("cpu of each variant's process tree (median): "
@@ -133,20 +133,20 @@ def main() -> int:
     return 0 if identical else 1
 
 
-# What each of pidheavy.cu's steps needs before it starts, in a learned compile (tool, arch): a
-# cicc starts once its preprocessing has ended and cudafe++ has started, since the learned
-# module_id is written as cudafe++ is spawned (fast_nvcc.guess.module_id); the host compile's
-# assembly takes the fatbinary.  ("start", step) is "once that step has started".
-AFTER: dict[tuple[str, str | None], list] = {
+# The steps of pidheavy.cu's learned compile (tool, arch) and those each waits for to end; the
+# host compile's assembly takes the fatbinary.
+AFTER: dict[tuple[str, str | None], list[tuple[str, str | None]]] = {
     ("gcc -E", None): [], ("gcc -E", "compute_80"): [], ("gcc -E", "compute_90"): [],
     ("cudafe++", None): [("gcc -E", None)],
     ("cc1plus", None): [("cudafe++", None)],
-    ("cicc", "compute_80"): [("gcc -E", "compute_80"), ("start", ("cudafe++", None))],
-    ("cicc", "compute_90"): [("gcc -E", "compute_90"), ("start", ("cudafe++", None))],
+    ("cicc", "compute_80"): [("gcc -E", "compute_80")], ("cicc", "compute_90"): [("gcc -E", "compute_90")],
     ("ptxas", "sm_80"): [("cicc", "compute_80")], ("ptxas", "sm_90"): [("cicc", "compute_90")],
     ("fatbinary", None): [("ptxas", "sm_80"), ("ptxas", "sm_90")],
     ("as", None): [("cc1plus", None), ("fatbinary", None)],
 }  # fmt: skip
+# ... and those it waits for to start: a cicc starts once cudafe++ has, since the learned
+# module_id is written as cudafe++ is spawned (fast_nvcc.guess.module_id).
+BESIDE = {("cicc", "compute_80"): [("cudafe++", None)], ("cicc", "compute_90"): [("cudafe++", None)]}
 
 
 def whole_step_floor(steps: list[dict], *, cores: int) -> float | None:
@@ -167,9 +167,10 @@ def whole_step_floor(steps: list[dict], *, cores: int) -> float | None:
         now = min(free)
         core = free.index(now)
         for step, needs in AFTER.items():
-            if step in started or any((n[1] if n[0] == "start" else n) not in started for n in needs):
+            beside = BESIDE.get(step, [])
+            if step in started or any(n not in started for n in (*needs, *beside)):
                 continue
-            ready = max([now, *(started[n[1]][0] if n[0] == "start" else started[n][1] for n in needs)])
+            ready = max([now, *(started[n][1] for n in needs), *(started[n][0] for n in beside)])
             end = ready + cost[step]
             after = [*free[:core], end, *free[core + 1:]]
             if max(max(after), (sum(after) + left - cost[step]) / cores) < best[0]:
