@@ -16,7 +16,8 @@
 #      within the device's 30 idle seconds. Each step's FAST_NVCC_LOG is kept in logs-STEP/.
 #   5. the seven long sources alone (a build where every compile is long): seven-split
 #      (fast_nvcc --split 16, first build, then learned), seven-split-first (its first build
-#      alone), seven-nostop (first and learned with FAST_NVCC_YIELD=0: no step stops for a
+#      alone), seven-learned (a learned build alone, on the state an earlier step left in
+#      /tmp/te-work-seven/state-split), seven-nostop (first and learned with FAST_NVCC_YIELD=0: no step stops for a
 #      split step's core, the baseline of fast_nvcc.run.yielding; seven-nostop-first: its first
 #      build alone), seven-split-early
 #      (FAST_NVCC_SPLIT_EARLY=1, first build), seven-nvcc (plain nvcc), seven-nvcc-split
@@ -75,6 +76,7 @@ for step in $steps; do
         seven-nostop) run "$step" seven --variants fast_nvcc-split-nostop,fast_nvcc-split-nostop-learned --split-sources "$full_split_sources" --sources $seven ;;
         seven-nostop-first) run "$step" seven --variants fast_nvcc-split-nostop --split-sources "$full_split_sources" --sources $seven ;;
         seven-split-first) run "$step" seven --variants fast_nvcc-split --split-sources "$full_split_sources" --sources $seven ;;
+        seven-learned) run "$step" seven --variants fast_nvcc-split-learned --split-sources "$full_split_sources" --sources $seven ;;
         seven-split-early) run "$step" seven --variants fast_nvcc-split-early --split-sources "$full_split_sources" --sources $seven ;;
         seven-nvcc) run "$step" seven --variants nvcc --sources $seven ;;
         gelu-split) run "$step" gelu --variants fast_nvcc-split --split-sources "$full_split_sources" --sources activation/gelu_grouped.cu ;;

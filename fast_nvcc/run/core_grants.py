@@ -22,6 +22,11 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   the time: cicc runs its front end in one thread and only then optimizes in N, so a grant follows the threads that run or wait
   for a core (:func:`runnable_threads`): when compiles end and slots fall idle, the long poles
   of the build get them first, up to N, while they can use them.
+* **With FAST_NVCC_LONGEST_FIRST=1** (experimental), a step of a compile whose costs are learned
+  and shown credible (:attr:`Grant.longest`) asks at its path on a core per thread, however many
+  it holds: the longest path takes the free cores first.  A replay of TE's seven on their own costs
+  put that at 1.05-1.07 of the work / cores against 1.09-1.15 spread (benchmarks/split_schedule.py);
+  four learned builds on the device were neutral (docs/benchmarks.md, round 37).
 * **Cores follow use**: cores beyond the step's runnable threads, three looks in a row
   (:func:`idle`), go back at once, so that no ready step waits for a core nothing runs on.
 * **It narrows again**, one core at a time, when a step of its own compile on as long a path
@@ -68,6 +73,7 @@ class Grant:
         "cores",
         "idle_looks",
         "locked",
+        "longest",
         "looked",
         "narrowed",
         "priority",
@@ -82,7 +88,7 @@ class Grant:
     )  # fmt: skip
 
     def __init__(self, task_id: int, threads: int, priority: float = 0.0, *, cores: list[int] | None = None,
-                 stops: bool = True, serial: float = 0.0) -> None:  # fmt: skip
+                 stops: bool = True, serial: float = 0.0, longest: bool = False) -> None:  # fmt: skip
         self.task_id = task_id
         self.threads = threads  # N: more cores than threads would idle
         # Its rank: its remaining path through its compile, as its compile ranks its steps (scaled
@@ -94,6 +100,9 @@ class Grant:
         self.cores: list[int] = [] if cores is None else cores
         self.stops = stops  # may a running step stop for its threads (yielding.STOPS_FOR)?
         self.serial = serial  # the share of its time more cores do not shorten (split_option.SERIAL_SHARE)
+        # Its compile's costs are known (learned, and its steps so far took what they should):
+        # it asks at its path on a core per thread, the longest path first (:attr:`asking`).
+        self.longest = longest
         self.locked: set[int] = set()  # those of ``cores`` we hold an flock on
         self.again = 0  # polls left to hold its threads again (threads made while we held them)
         self.timeline: list[tuple[float, int]] = []  # (when, cores) at each change
@@ -117,13 +126,15 @@ class Grant:
 
     @property
     def asking(self) -> float:
-        """The rank it asks for another core at: its remaining path on the cores it holds."""
-        return on_cores(self.priority, self.width, serial=self.serial)
+        """The rank it asks for another core at: its remaining path on the cores it holds, or,
+        where its costs are known (``longest``), on a core per thread, however many it holds."""
+        return on_cores(self.priority, self.threads if self.longest else self.width, serial=self.serial)
 
     @property
     def holding(self) -> float:
-        """The rank it keeps its last extra core at: its remaining path without that core."""
-        return on_cores(self.priority, self.width - 1, serial=self.serial)
+        """The rank it keeps its last extra core at: its remaining path without that core (where
+        its costs are known, the rank it asks at)."""
+        return self.asking if self.longest else on_cores(self.priority, self.width - 1, serial=self.serial)
 
     @property
     def want(self) -> int:
@@ -203,8 +214,10 @@ class Grants:
 
     def __init__(self, admission: Admission, *, pool_directory: str | None,
                  pin: Callable[[int, frozenset[int]], None], cpus: Iterable[int] | None = None,
-                 now: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 now: Callable[[], float] = time.monotonic, known: Callable[[], bool] | None = None) -> None:  # fmt: skip
         self.admission = admission
+        # Are the run's costs known (Grant.longest)?  None: never (FAST_NVCC_LONGEST_FIRST unset).
+        self.known = known
         self.now = now  # the run's clock, for each grant's timeline
         self.pin = pin  # (task, CPUs): hold the task's processes to those CPUs
         self.cpus = sorted(usable_cpus() if cpus is None else cpus)  # the CPUs a grant's cores name
@@ -264,8 +277,10 @@ class Grants:
         runnable threads (:func:`runnable_threads`); without it every step wants all its threads."""
         if not self._running:
             return
+        known = self.known is not None and self.known()
         for grant in self._running.values():
             grant.priority = priority_of(grant.task_id)
+            grant.longest = known
             if runnable_of is not None:
                 grant.look(runnable_of(grant.task_id), now=self.now())
         changed: list[Grant] = []

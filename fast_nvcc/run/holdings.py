@@ -79,8 +79,11 @@ class Holdings:
         directory = getattr(slots, "directory", None)  # the machine-wide pool's (where self.queue is set)
         self._told_left = BuildLeft(directory, getattr(slots, "size", jobs)) if self.queue is not None and directory else None
         if self.split:
+            # FAST_NVCC_LONGEST_FIRST=1: where its costs are known and shown credible, the longest
+            # path takes the cores first (core_grants.Grant.longest; experimental, round 37).
+            known = (lambda: queue.credible) if queue is not None and switch(env, "FAST_NVCC_LONGEST_FIRST") else None
             self.grants = Grants(self.admission, pool_directory=directory or pool_directory(env),
-                                 pin=processes.pin, now=now)  # fmt: skip
+                                 pin=processes.pin, now=now, known=known)  # fmt: skip
 
     def done(self, task_id: int) -> float:
         """The seconds of its work a started task has done: a split step's core-seconds, another

@@ -101,6 +101,24 @@ def test_the_longest_remaining_path_on_the_cores_held_asks_first_and_a_full_step
     assert b.asking == 225.0 and widening_order([a, b], ours_waiting=150.0) == [b]
 
 
+def test_where_costs_are_known_the_longest_path_asks_first_however_many_cores_it_holds():
+    """Ranks learned and shown credible (``longest``): a step asks, and keeps its last core, at
+    its path on a core per thread, so the cores go to the longest path first rather than
+    spreading so that the paths end together."""
+    wide = Grant(1, 16, priority=300.0, cores=list(range(8)))
+    narrow = Grant(2, 16, priority=200.0, cores=[8])
+    assert widening_order([wide, narrow]) == [narrow, wide]  # 200 on one core before 300 / 8
+    wide.longest = narrow.longest = True
+    assert wide.asking == wide.holding == on_cores(300.0, 16, serial=wide.serial)
+    assert narrow.asking == narrow.holding == on_cores(200.0, 16, serial=narrow.serial)
+    assert widening_order([wide, narrow]) == [wide, narrow]
+    # The one to give a core back to a waiter is the one on the shorter path, wide or not.
+    assert narrowing([wide, Grant(3, 16, priority=200.0, cores=[9, 10], longest=True)], ours_waiting=None,
+                     outranked=lambda rank: rank < 100.0) is not None
+    assert narrowing([wide], ours_waiting=None, outranked=lambda rank: rank < on_cores(300.0, 16, serial=wide.serial)) \
+        is None  # fmt: skip
+
+
 def test_a_step_wants_a_core_per_runnable_thread_and_idle_cores_go_back_after_three_looks():
     grant = Grant(1, 8, priority=100.0, cores=[0, 1, 2, 3])
     assert grant.want == 8  # not looked at yet: all its threads
@@ -227,6 +245,28 @@ def test_free_cores_spread_over_split_steps_so_that_their_paths_end_together(tmp
     grants.start(2, 16, 100.0)
     grants.poll(ours_waiting=None, priority_of={1: 200.0, 2: 100.0}.__getitem__)
     assert (len(pins[1]), len(pins[2])) == (6, 3)  # each path 33 s on its cores
+    grants.close()
+
+
+def test_where_costs_are_known_free_cores_go_to_the_longest_path_up_to_its_threads(tmp_path):
+    """TE's seven, their costs as a first build measured them, simulated on 16 cores
+    (benchmarks/split_schedule.py): spreading the cores so that paths end together took 1.13 of
+    the work / cores, the longest path first 1.07.  With the run's costs known (``known``) the
+    step on twice the path takes every free core its threads want; the other keeps its one."""
+    slots = FreeSlots(free=9)
+    admission, grants, pins = _grants(tmp_path, slots)
+    grants.known = lambda: True
+    _running(admission, 2)  # seven left
+    grants.start(1, 16, 200.0)
+    grants.start(2, 16, 100.0)
+    ranks = {1: 200.0, 2: 100.0}
+    grants.poll(ours_waiting=None, priority_of=ranks.__getitem__)
+    assert len(pins[1]) == 8 and 2 not in pins and slots.free == 0  # (2 was not pinned again: its one core)
+    # Its path falls below the other's: a waiter of the pool that outranks it takes its cores.
+    ranks[1] = 50.0
+    slots.waiter = on_cores(100.0, 16, serial=0.0)  # another compile's ask on a core per thread
+    grants.poll(ours_waiting=None, priority_of=ranks.__getitem__)
+    assert len(pins[1]) == 7
     grants.close()
 
 
