@@ -24,10 +24,9 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   of the build get them first, up to N, while they can use them.
 * **With FAST_NVCC_LONGEST_FIRST=1** (experimental), a step of a compile whose costs are learned
   and shown credible (:attr:`Grant.longest`) asks at its path on a core per thread, however many
-  it holds: the longest path takes the free cores first.  A replay of TE's seven on their own costs
-  put that at 1.05-1.07 of the work / cores against 1.09-1.15 spread (benchmarks/split_schedule.py);
-  in TE's learned builds most compiles never showed credible, so it rarely acted and was neutral
-  (docs/benchmarks.md, round 37).
+  it holds: the longest path takes the free cores first.  Not the default: split_bound.py's
+  model puts the most work first 0.5-3% ahead of this rule on TE's seven, and in their learned
+  builds most compiles never showed credible, so it rarely acted (docs/benchmarks.md, round 37).
 * **Cores follow use**: cores beyond the step's runnable threads, three looks in a row
   (:func:`idle`), go back at once, so that no ready step waits for a core nothing runs on.
 * **It narrows again**, one core at a time, when a step of its own compile on as long a path

@@ -249,10 +249,9 @@ def test_free_cores_spread_over_split_steps_so_that_their_paths_end_together(tmp
 
 
 def test_where_costs_are_known_free_cores_go_to_the_longest_path_up_to_its_threads(tmp_path):
-    """TE's seven, their costs as a first build measured them, simulated on 16 cores
-    (benchmarks/split_schedule.py): spreading the cores so that paths end together took 1.13 of
-    the work / cores, the longest path first 1.07.  With the run's costs known (``known``) the
-    step on twice the path takes every free core its threads want; the other keeps its one."""
+    """FAST_NVCC_LONGEST_FIRST=1 (experimental, docs/benchmarks.md round 37): with the run's
+    costs known (``known``) the step on twice the path takes every free core its threads want;
+    the other keeps its one."""
     slots = FreeSlots(free=9)
     admission, grants, pins = _grants(tmp_path, slots)
     grants.known = lambda: True
