@@ -18,7 +18,7 @@ from ..machine.buildtool import Saturation
 from ..machine.memory import MemoryBudget, budget_from_environment
 from ..machine.slots import pool_directory
 from ..plan.dryrun import Kind, Plan, Step, temp_name
-from ..plan.split_option import measured_share
+from ..plan.split_option import measured_share, split_threads
 from ..run.task_records import Record, State
 from ..settings import switch
 from .history import ASSEMBLE, Cost, History, Measurement, estimate, history_path
@@ -90,6 +90,19 @@ class Learned:
     def task_costs(self, dag: Dag) -> list[Cost]:
         """Each task's expected seconds and peak memory."""
         return [task_cost(self.costs, task, self.owners) for task in dag.tasks]
+
+    def split_costs_known(self, dag: Dag) -> bool:
+        """Has each of the run's split steps (``-split-compile N``) a cost of its own source's?
+        Then the compile's path is known before its steps show it, which ReadyQueue.credible
+        cannot tell in time: in learned builds of TE's seven most compiles never showed credible
+        (docs/benchmarks.md, round 37).  A guess from other sources' costs (source '' or '*') is
+        not its own; a cost learned unsplit is (a step's cpu is its one-core seconds, either way)."""
+        split = [t for t in dag.tasks if not t.optional and split_threads(t.step.argv)]
+        for task in split:
+            source = self.owners.get(task.step.index, "")
+            if not source or (source, task.step.tool, task.step.arch or "") not in self.costs:
+                return False
+        return bool(split)
 
     def memory_budget(self, dag: Dag, costs: Sequence[Cost], *, env: Mapping[str, str] = os.environ
                       ) -> MemoryBudget | None:  # fmt: skip

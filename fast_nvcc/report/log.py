@@ -132,6 +132,7 @@ def _step_fields(s: StepReport) -> dict[str, Any]:
         **({"cores": s.cores, "cores_at": [[round(t, 6), n] for t, n in s.core_timeline],
             "serial_seconds": round(s.serial_seconds, 3)} if s.cores else {}),
         **({"narrowed": [[round(t, 6), why] for t, why in s.narrowed]} if s.narrowed else {}),
+        **({"longest": True} if s.longest else {}),
     }
 
 

@@ -59,6 +59,7 @@ class StepReport(NamedTuple):
     core_timeline: tuple[tuple[float, int], ...] = ()  # a split step: (seconds into the run, cores) at each change
     serial_seconds: float = 0.0  # ... and how long its threads ran one at a time
     narrowed: tuple[tuple[float, str], ...] = ()  # ... and when and why it gave cores back
+    longest: bool = False  # ... and whether it asked on a core per thread (core_grants.Grant.longest)
 
     @property
     def cores(self) -> int:
@@ -195,6 +196,7 @@ def build_report(
                 core_timeline=tuple(record.core_timeline),
                 serial_seconds=record.serial_seconds,
                 narrowed=tuple(record.narrowed),
+                longest=record.longest,
             )
         )
     return RunReport(tuple(steps), wall_seconds, exit_code, jobs, started_at, tuple(dropped))

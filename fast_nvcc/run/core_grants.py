@@ -22,11 +22,12 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   the time: cicc runs its front end in one thread and only then optimizes in N, so a grant follows the threads that run or wait
   for a core (:func:`runnable_threads`): when compiles end and slots fall idle, the long poles
   of the build get them first, up to N, while they can use them.
-* **With FAST_NVCC_LONGEST_FIRST=1** (experimental), a step of a compile whose costs are learned
-  and shown credible (:attr:`Grant.longest`) asks at its path on a core per thread, however many
-  it holds: the longest path takes the free cores first.  Not the default: split_bound.py's
-  model puts the most work first 0.5-3% ahead of this rule on TE's seven, and in their learned
-  builds most compiles never showed credible, so it rarely acted (docs/benchmarks.md, round 37).
+* **With FAST_NVCC_LONGEST_FIRST=1** (experimental), a step whose source's split steps all have
+  costs of their own in the history (:attr:`Grant.longest`, decided once per compile) asks at its
+  path on a core per thread, however many it holds: the longest path takes the free cores first.
+  Not the default: split_bound.py's model puts the most work first 0.5-3% ahead of the spread
+  on TE's seven; gated on its compile's estimates showing credible, it almost never acted
+  (docs/benchmarks.md, round 37), and gated on the source's own costs it is measured in round 38.
 * **Cores follow use**: cores beyond the step's runnable threads, three looks in a row
   (:func:`idle`), go back at once, so that no ready step waits for a core nothing runs on.
 * **It narrows again**, one core at a time, when a step of its own compile on as long a path
@@ -100,8 +101,8 @@ class Grant:
         self.cores: list[int] = [] if cores is None else cores
         self.stops = stops  # may a running step stop for its threads (yielding.STOPS_FOR)?
         self.serial = serial  # the share of its time more cores do not shorten (split_option.SERIAL_SHARE)
-        # Its compile's costs are known (learned, and its steps so far took what they should):
-        # it asks at its path on a core per thread, the longest path first (:attr:`asking`).
+        # Its source's split steps have costs of their own in the history: it asks at its path
+        # on a core per thread, the longest path first (:attr:`asking`).
         self.longest = longest
         self.locked: set[int] = set()  # those of ``cores`` we hold an flock on
         self.again = 0  # polls left to hold its threads again (threads made while we held them)
@@ -214,9 +215,9 @@ class Grants:
 
     def __init__(self, admission: Admission, *, pool_directory: str | None,
                  pin: Callable[[int, frozenset[int]], None], cpus: Iterable[int] | None = None,
-                 now: Callable[[], float] = time.monotonic, known: Callable[[], bool] | None = None) -> None:  # fmt: skip
+                 now: Callable[[], float] = time.monotonic, known: bool = False) -> None:  # fmt: skip
         self.admission = admission
-        # Are the run's costs known (Grant.longest)?  None: never (FAST_NVCC_LONGEST_FIRST unset).
+        # Are the run's split steps' costs known, and the longest path first asked for (Grant.longest)?
         self.known = known
         self.now = now  # the run's clock, for each grant's timeline
         self.pin = pin  # (task, CPUs): hold the task's processes to those CPUs
@@ -249,7 +250,7 @@ class Grants:
     def start(self, task_id: int, threads: int, priority: float, *, serial: float = 0.0,
               stops: bool = True) -> frozenset[int]:  # fmt: skip
         """A split step starts: the one core it is held to."""
-        grant = Grant(task_id, threads, priority, serial=serial, stops=stops)
+        grant = Grant(task_id, threads, priority, serial=serial, stops=stops, longest=self.known)
         self._running[task_id] = grant
         self._add_core(grant)
         grant.timeline.append((self.now(), 1))
@@ -277,10 +278,8 @@ class Grants:
         runnable threads (:func:`runnable_threads`); without it every step wants all its threads."""
         if not self._running:
             return
-        known = self.known is not None and self.known()
         for grant in self._running.values():
             grant.priority = priority_of(grant.task_id)
-            grant.longest = known
             if runnable_of is not None:
                 grant.look(runnable_of(grant.task_id), now=self.now())
         changed: list[Grant] = []

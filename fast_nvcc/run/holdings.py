@@ -51,7 +51,7 @@ class Holdings:
                  memory: MemoryBudget | None, processes: Processes, env: Mapping[str, str],
                  handler_of: Callable[[int], Handler], priority_of: Callable[[int], float],
                  now: Callable[[], float], queue: ReadyQueue | None = None,
-                 serial: Sequence[float | None] = ()) -> None:  # fmt: skip
+                 serial: Sequence[float | None] = (), split_known: bool = False) -> None:  # fmt: skip
         self.tasks, self.records = tasks, records  # the run's: a task run again replaces its old self
         self.slots = slots
         self.memory = memory
@@ -79,9 +79,10 @@ class Holdings:
         directory = getattr(slots, "directory", None)  # the machine-wide pool's (where self.queue is set)
         self._told_left = BuildLeft(directory, getattr(slots, "size", jobs)) if self.queue is not None and directory else None
         if self.split:
-            # FAST_NVCC_LONGEST_FIRST=1: where its costs are known and shown credible, the longest
-            # path takes the cores first (core_grants.Grant.longest; experimental, round 37).
-            known = (lambda: queue.credible) if queue is not None and switch(env, "FAST_NVCC_LONGEST_FIRST") else None
+            # FAST_NVCC_LONGEST_FIRST=1: where the source's split steps have costs of their own
+            # (``split_known``: Learned.split_costs_known), the longest path takes the cores first
+            # (core_grants.Grant.longest; experimental, rounds 37-38).
+            known = switch(env, "FAST_NVCC_LONGEST_FIRST") and split_known
             self.grants = Grants(self.admission, pool_directory=directory or pool_directory(env),
                                  pin=processes.pin, now=now, known=known)  # fmt: skip
 
@@ -184,6 +185,7 @@ class Holdings:
                 record.core_timeline += grant.timeline  # (a run again after a failed guess adds its own)
                 record.serial_seconds += grant.serial_seconds
                 record.narrowed += grant.narrowed
+                record.longest = record.longest or grant.longest
         self.admission.end(task, record.slot, takes_slot=handler.takes_slot, capacity=handler.capacity)
         if self.memory is not None:
             # a peak worth telling peers (a stub probe's is not its cicc's)

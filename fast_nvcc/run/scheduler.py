@@ -74,7 +74,7 @@ class Runner:
         priorities: Sequence[float],
         internal: Internal,
         work: Sequence[float] | None = None,
-        serial: Sequence[float | None] = (),  # split steps' learned serial shares (history.Cost.serial)
+        serial: Sequence[float | None] = (), split_known: bool = False,  # Cost.serial, Learned.split_costs_known
         handlers: Mapping[Action, Handler] | None = None,
         messages: Sequence[tuple[int, str]] = (),
         combine_output: bool = False,
@@ -106,7 +106,7 @@ class Runner:
         self.holdings = Holdings(self.tasks, self.records, jobs=jobs, slots=slots or Slots(), memory=memory,
                                  processes=self.processes, env=env, handler_of=self._handler,
                                  priority_of=self.ready.priority, now=self._now, queue=self.ready,
-                                 serial=serial)  # fmt: skip
+                                 serial=serial, split_known=split_known)  # fmt: skip
         self.slots = self.holdings.slots
         # The steps that start without a shared slot (dispatch.py): short ones (graph/short.py)
         # that run here as commands, where the slots rank their waiters (not make's jobserver).

@@ -26,6 +26,7 @@ class Record:
         "end",
         "guess_failed",
         "guess_lost",
+        "longest",
         "max_rss_kb",
         "memory_evicted",
         "memory_stopped",
@@ -82,6 +83,7 @@ class Record:
         self.core_timeline: list[tuple[float, int]] = []
         self.serial_seconds = 0.0  # ... and how long its threads ran one at a time (Grant.serial_seconds)
         self.narrowed: list[tuple[float, str]] = []  # ... and when and why it gave cores back (Grant.narrowed)
+        self.longest = False  # ... and whether it asked on a core per thread (Grant.longest)
         self.over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
         self.nice = 0  # started at a lower CPU priority: its compile had slack (fast_nvcc.run.niceness)
         self.memory_wait = 0.0  # seconds of its wait spent held back by the memory budget

@@ -257,3 +257,39 @@ def test_a_first_build_runs_the_host_chain_before_a_plain_architectures_cicc():
     assert len(ciccs) == 3 and all(ranks[host_preprocess.id] > ranks[cudafe.id] > ranks[c.id] for c in ciccs)
     specific = estimate({}, source="/k.cu", tool="cicc", arch="compute_90a", kind=Kind.CICC).seconds
     assert specific > ranks[host_preprocess.id]
+
+
+def _split_dag():
+    """compile_1arch's graph with its cicc and ptxas told ``-split-compile 16``."""
+    plan = load_plan("compile_1arch")
+    dag = dag_for(plan, faithful=True)
+    tasks = tuple(t._replace(step=t.step._replace(argv=(*t.step.argv, "-split-compile", "16")))
+                  if t.step.kind in (Kind.CICC, Kind.PTXAS) else t for t in dag.tasks)  # fmt: skip
+    return plan, dag._replace(tasks=tasks)
+
+
+def test_a_compile_knows_its_split_costs_only_from_its_own_sources_split_rows():
+    """FAST_NVCC_LONGEST_FIRST (core_grants.Grant.longest) acts where the source's own split
+    steps have costs in the history, decided once before the run: in learned builds of TE's seven the
+    compile's credibility, shown by its early steps, came too late or never (round 37)."""
+    from fast_nvcc.guess.decisions import NOTHING_KNOWN
+    from fast_nvcc.learn.learned import Learned
+
+    plan, dag = _split_dag()
+    owners = {s.index: "/k.cu" for s in plan.steps}
+    split = [t.step for t in dag.tasks if t.step.kind in (Kind.CICC, Kind.PTXAS)]
+    own = {("/k.cu", s.tool, s.arch or ""): Cost(100.0, 1, 0.3) for s in split}
+    assert Learned(plan, None, own, NOTHING_KNOWN, owners).split_costs_known(dag)
+    # Another source's averages (source '' and '*') are a guess, not its own.
+    peers = {(key, tool, arch): cost for (_, tool, arch), cost in own.items() for key in ("", "*")}
+    assert not Learned(plan, None, peers, NOTHING_KNOWN, owners).split_costs_known(dag)
+    # Measured unsplit (no serial share: a split ptxas under a second teaches none) is its own;
+    # one split step unknown is not.
+    unsplit = {key: cost._replace(serial=None) for key, cost in own.items()}
+    assert Learned(plan, None, unsplit, NOTHING_KNOWN, owners).split_costs_known(dag)
+    assert not Learned(plan, None, dict(list(own.items())[1:]), NOTHING_KNOWN, owners).split_costs_known(dag)
+    # A step whose source is unknown (owner '') would read the averages' row: not known.
+    assert not Learned(plan, None, own, NOTHING_KNOWN, {}).split_costs_known(dag)
+    # No split step: nothing to rank by it.
+    unsplit_dag = dag_for(plan, faithful=True)
+    assert not Learned(plan, None, own, NOTHING_KNOWN, owners).split_costs_known(unsplit_dag)

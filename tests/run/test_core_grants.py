@@ -250,11 +250,11 @@ def test_free_cores_spread_over_split_steps_so_that_their_paths_end_together(tmp
 
 def test_where_costs_are_known_free_cores_go_to_the_longest_path_up_to_its_threads(tmp_path):
     """FAST_NVCC_LONGEST_FIRST=1 (experimental, docs/benchmarks.md round 37): with the run's
-    costs known (``known``) the step on twice the path takes every free core its threads want;
-    the other keeps its one."""
+    split steps' costs known (``known``) the step on twice the path takes every free core its
+    threads want; the other keeps its one."""
     slots = FreeSlots(free=9)
     admission, grants, pins = _grants(tmp_path, slots)
-    grants.known = lambda: True
+    grants.known = True
     _running(admission, 2)  # seven left
     grants.start(1, 16, 200.0)
     grants.start(2, 16, 100.0)
@@ -294,6 +294,22 @@ def test_a_split_step_takes_its_learned_serial_share_else_its_tools(tmp_path):
     holdings = Holdings(tasks, [], jobs=2, slots=Slots(), memory=None, processes=SimpleNamespace(pin=None), env={},
                         handler_of=None, priority_of=None, now=time.monotonic, serial=[0.25, None])  # fmt: skip
     assert holdings.serial == {0: 0.25, 1: SERIAL_SHARE["ptxas"], 2: SERIAL_SHARE["cicc"]}
+
+
+def test_the_longest_path_first_takes_the_switch_and_the_sources_own_split_costs():
+    """FAST_NVCC_LONGEST_FIRST=1 acts only where every split step's cost is its source's own
+    (Learned.split_costs_known), and then for every split step of the run from its start."""
+    step = Step(index=0, text="cicc", kind=Kind.CICC, tool="cicc", argv=("cicc", "-split-compile", "16"))
+    tasks = [Task(0, step, Action.EXEC, argv=step.argv)]
+
+    def known(env: dict, split_known: bool) -> bool:
+        holdings = Holdings(tasks, [], jobs=2, slots=Slots(), memory=None, processes=SimpleNamespace(pin=None),
+                            env=env, handler_of=None, priority_of=None, now=time.monotonic,
+                            split_known=split_known)  # fmt: skip
+        return holdings.grants.known
+
+    on = {"FAST_NVCC_LONGEST_FIRST": "1"}
+    assert known(on, True) and not known(on, False) and not known({}, True)
 
 
 def test_a_step_of_its_own_compile_and_a_better_ranked_waiter_each_take_a_core_back(tmp_path):
