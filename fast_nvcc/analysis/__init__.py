@@ -14,6 +14,8 @@ line; steps of the analysis, not stages of the package):
     model.py     analyze: bound, profile, long poles, what-if, phases   (Jobs in, Analysis out)
     device.py    sum_device_costs: templates, headers, functions from --device-trace; the
                  template what-if
+    idle.py      idle_cores: the core-seconds no step held, and those steps held but left
+                 idle (the report's idle cores)
     advice.py    advise: the compiles that set the floor, what --split or cutting a source
                  would give it, the settings to use (the report's last table);
                  split_file_text: --write-split's file

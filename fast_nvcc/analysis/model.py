@@ -16,6 +16,7 @@ from .advice import advise
 from .bound import wall_bound
 from .device import sum_device_costs
 from .failed_guesses import sum_failed_guesses
+from .idle import held_spans, idle_cores
 from .records import (
     BOOKKEEPING_TOOLS,
     Analysis,
@@ -65,6 +66,7 @@ def analyze(
         if what_if
         else None
     )
+    cores = slots or _pool(build) or used_slots
     return Analysis(
         build=build,
         slots=used_slots,
@@ -84,8 +86,8 @@ def analyze(
         device=device,
         top=top,
         failed_guesses=sum_failed_guesses(jobs),
-        advice=advise(jobs, cores=slots or _pool(build) or used_slots, wall=wall, measured=build.split_shares,
-                      split_builds=build.split_builds),
+        advice=advise(jobs, cores=cores, wall=wall, measured=build.split_shares, split_builds=build.split_builds),
+        idle=idle_cores(jobs, cores=cores, origin=starts[0], end=ends[-1]),
     )
 
 
@@ -179,15 +181,8 @@ def with_cores(profile: Sequence[ProfileRow], jobs: Sequence[Job], *, origin: fl
 
 def _cpu_spans(step: Step, start: float, end: float, cpu: float) -> list[tuple[float, float, float]]:
     """A step's ``cpu`` seconds over its run from ``start`` to ``end``, as (from, to, cpu) spans:
-    a split step's by the cores it held in each (its ``cores_at``), any other step's evenly, none
-    while it was stopped (its ``stops``)."""
-    if not step.cores_at and not step.stops:
-        return [(start, end, cpu)]
-    changes = [(max(start, when), cores) for when, cores in step.cores_at if when < end] or [(start, 1)]
-    for since, until in step.stops:  # no core while stopped, the cores it held again after
-        held = next((c for when, c in reversed(changes) if when <= since), 1)
-        changes = sorted([*((w, c) for w, c in changes if not since <= w < until), (since, 0), (until, held)])
-    spans = [(when, nxt, cores) for (when, cores), (nxt, _) in zip(changes, [*changes[1:], (end, 0)]) if nxt > when]
+    spread over the cores it held in each (:func:`.idle.held_spans`)."""
+    spans = held_spans(step, start, end)
     held = sum((nxt - when) * cores for when, nxt, cores in spans)
     if held <= 0:
         return [(start, end, cpu)]

@@ -4,8 +4,12 @@ analysis; and the one error the analysis raises."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import FastNvccError
+
+if TYPE_CHECKING:
+    from .idle import IdleCores
 
 # Zero-cost bookkeeping steps of fast_nvcc (graph/tasks.py's CHECK_MODULE_ID tasks).
 BOOKKEEPING_TOOLS = frozenset({"check module_id", "learned stub"})
@@ -394,6 +398,7 @@ class Analysis:
     top: int = 10
     failed_guesses: tuple[FailedGuess, ...] = ()
     advice: Advice | None = None  # what to change: the compiles that set the floor, split
+    idle: IdleCores | None = None  # where the cores sat idle (idle.py)
 
     @property
     def parallelism(self) -> float:

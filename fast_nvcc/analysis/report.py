@@ -91,6 +91,7 @@ def _measures_table(a: Analysis) -> Table:
             ("above the floor", _above_floor(a.wall, v.floor)),
             *([("fast_nvcc's own cpu", _own_cpu_line(own, v.work))] if (own := a.build.own_cpu) else []),
             ("what to change", _change_line(v)),
+            *([("idle cores", a.idle.describe())] if a.idle is not None else []),
         ]  # fmt: skip
     worst = a.bound.upper
     rows += [

@@ -70,6 +70,7 @@ class AnalysisJson(TypedDict):
     device: dict[str, Any] | None
     failed_guesses: list[dict[str, Any]]
     advice: dict[str, Any] | None
+    idle_cores: dict[str, Any] | None
 
 
 def json_report(a: Analysis) -> AnalysisJson:
@@ -150,6 +151,7 @@ def json_report(a: Analysis) -> AnalysisJson:
             for f in a.failed_guesses
         ],
         "advice": _advice_json(a),
+        "idle_cores": a.idle.json() if a.idle is not None else None,
     }
 
 

@@ -1,0 +1,48 @@
+"""Where a build's cores sat idle (fast_nvcc/analysis/idle.py): core-seconds no step held, and
+those steps held but left idle, from FAST_NVCC_LOG, on a build whose answer is known."""
+
+from __future__ import annotations
+
+import json
+
+from test_analysis import log_record, ninja_log, run_main, write_jsonl
+
+from fast_nvcc.analysis import analyze, load_build
+
+
+def _build(tmp_path):
+    """20 s on 4 cores (80 core-s): a split cicc on 1 core for 10 s then 3 for 10 s (40 core-s
+    held, 34 s of cpu); a host compile of 16 s of its job's 20 s at half a core (16 held, 8 used);
+    one stopped from 10 s to 20 s (10 held, 10 used).  So 66 held, 52 used: 28 idle, 14 of them
+    held by no step (2 in the last 2 s, where only the cicc's 3 cores were held) and 14 held and
+    left idle (cc1plus 8, cicc 6)."""
+    split = log_record(1000.0, 20.0, ["/b/split.o"], [("cicc", "cicc", "compute_90", 0.0, 20.0)])
+    split["steps"][0].update(cpu_seconds=34.0, cores=3, cores_at=[[0.0, 1], [10.0, 3]])
+    half = log_record(1000.0, 20.0, ["/b/half.o"], [("cc1plus", "host-compile", None, 0.0, 16.0)])
+    half["steps"][0]["cpu_seconds"] = 8.0
+    stopped = log_record(1000.0, 20.0, ["/b/stopped.o"], [("cc1plus", "host-compile", None, 0.0, 20.0)])
+    stopped["steps"][0].update(cpu_seconds=10.0, yielded=10.0, stops_at=[[10.0, 20.0]])
+    return write_jsonl(tmp_path / "log.jsonl", [split, half, stopped])
+
+
+def test_the_idle_cores_are_those_no_step_held_and_those_steps_left_idle(tmp_path, capsys):
+    idle = analyze(load_build([str(_build(tmp_path))]), slots=4).idle
+    assert (round(idle.held, 6), round(idle.cpu, 6)) == (66.0, 52.0)
+    assert (round(idle.idle, 6), round(idle.not_held, 6), round(idle.tail_not_held, 6)) == (28.0, 14.0, 2.0)
+    assert [(tool, round(s, 6)) for tool, s in idle.unused] == [("cc1plus", 8.0), ("cicc", 6.0)]
+    _, out, _ = run_main(capsys, tmp_path / "log.jsonl", "-j", "4")
+    assert ("idle cores             28 core-s (all 4 cores for 7.00 s): 14 held by no step (2 of them in the"
+            " build's last 10%), 14 held by steps that left them idle (cc1plus 8, cicc 6)") in out
+    _, out, _ = run_main(capsys, tmp_path / "log.jsonl", "-j", "4", "--format", "json")
+    found = json.loads(out)["idle_cores"]
+    assert (found["core_seconds"], found["not_held_core_seconds"], found["unused_by_tool"]["cicc"]) == (28.0, 14.0, 6.0)
+
+
+def test_without_fast_nvccs_log_nothing_tells_what_the_cores_did(tmp_path, capsys):
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / ".ninja_log").write_text(ninja_log([(0, 20000, "a.o")]))
+    assert analyze(load_build([str(tmp_path / "build")])).idle is None
+    _, out, _ = run_main(capsys, tmp_path / "build", "--format", "json")
+    assert json.loads(out)["idle_cores"] is None
+    _, out, _ = run_main(capsys, tmp_path / "build")
+    assert "idle cores" not in out
