@@ -25,9 +25,9 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
 * **With FAST_NVCC_LONGEST_FIRST=1** (experimental), a step whose source's split steps all have
   costs of their own in the history (:attr:`Grant.longest`, decided once per compile) asks at its
   path on a core per thread, however many it holds: the longest path takes the free cores first.
-  Not the default: split_bound.py's model puts the most work first 0.5-3% ahead of the spread
-  on TE's seven; gated on its compile's estimates showing credible, it almost never acted
-  (docs/benchmarks.md, round 37), and gated on the source's own costs it is measured in round 38.
+  Not the default: split_bound.py's model puts the most work first 0.5-3.5% ahead of the spread
+  on TE's seven, but gated on the source's own costs it acted and was neutral there, 1.10 and
+  1.13 of the floor against 1.12 and 1.11 (docs/benchmarks.md, rounds 37-38).
 * **Cores follow use**: cores beyond the step's runnable threads, three looks in a row
   (:func:`idle`), go back at once, so that no ready step waits for a core nothing runs on.
 * **It narrows again**, one core at a time, when a step of its own compile on as long a path
