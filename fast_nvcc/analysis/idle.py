@@ -17,48 +17,8 @@ A step holds one core while it runs and none while it is stopped, a split step t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from .records import BOOKKEEPING_TOOLS, Job, Step
-
-TAIL = 0.1  # the share of the wall at its end that counts as the build's tail
-
-
-@dataclass(frozen=True, slots=True)
-class IdleCores:
-    cores: int
-    wall: float
-    held: float  # core-seconds the steps held
-    cpu: float  # ... of which their cpu used
-    tail_held: float  # core-seconds held in the last TAIL of the wall
-    unused: tuple[tuple[str, float], ...]  # (tool, held - cpu), the most first
-
-    @property
-    def idle(self) -> float:
-        return max(0.0, self.cores * self.wall - self.cpu)
-
-    @property
-    def not_held(self) -> float:
-        return max(0.0, self.cores * self.wall - self.held)
-
-    @property
-    def tail_not_held(self) -> float:
-        return max(0.0, self.cores * self.wall * TAIL - self.tail_held)
-
-    def describe(self) -> str:
-        """One line: the idle core-seconds, where no step held them and where one did."""
-        tools = ", ".join(f"{tool} {seconds:.0f}" for tool, seconds in self.unused[:4] if seconds >= 0.5)
-        return (f"{self.idle:.0f} core-s (all {self.cores} cores for {self.idle / self.cores:.2f} s): {self.not_held:.0f}"
-                f" held by no step ({self.tail_not_held:.0f} of them in the build's last {TAIL:.0%}),"
-                f" {max(0.0, self.held - self.cpu):.0f} held by steps that left them idle"
-                + (f" ({tools})" if tools else ""))  # fmt: skip
-
-
-    def json(self) -> dict[str, object]:
-        return {"core_seconds": round(self.idle, 3), "not_held_core_seconds": round(self.not_held, 3),
-                "tail_not_held_core_seconds": round(self.tail_not_held, 3),
-                "held_core_seconds": round(self.held, 3), "cpu_seconds": round(self.cpu, 3),
-                "unused_by_tool": {tool: round(seconds, 3) for tool, seconds in self.unused}}  # fmt: skip
+from .records import BOOKKEEPING_TOOLS, TAIL, IdleCores, Job, Step
 
 
 def held_spans(step: Step, start: float, end: float) -> list[tuple[float, float, int]]:

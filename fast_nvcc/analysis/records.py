@@ -4,12 +4,8 @@ analysis; and the one error the analysis raises."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..errors import FastNvccError
-
-if TYPE_CHECKING:
-    from .idle import IdleCores
 
 # Zero-cost bookkeeping steps of fast_nvcc (graph/tasks.py's CHECK_MODULE_ID tasks).
 BOOKKEEPING_TOOLS = frozenset({"check module_id", "learned stub"})
@@ -376,6 +372,47 @@ class Advice:
         if not self.sources:
             return ""
         return f"FAST_NVCC_SPLIT={self.threads} FAST_NVCC_SPLIT_SOURCES='{','.join(self.sources)}'"
+
+
+TAIL = 0.1  # idle.py: the share of the wall at its end that counts as the build's tail
+
+
+@dataclass(frozen=True, slots=True)
+class IdleCores:
+    """Where a build's cores sat idle (idle.py computes it from the steps' records)."""
+
+    cores: int
+    wall: float
+    held: float  # core-seconds the steps held
+    cpu: float  # ... of which their cpu used
+    tail_held: float  # core-seconds held in the last TAIL of the wall
+    unused: tuple[tuple[str, float], ...]  # (tool, held - cpu), the most first
+
+    @property
+    def idle(self) -> float:
+        return max(0.0, self.cores * self.wall - self.cpu)
+
+    @property
+    def not_held(self) -> float:
+        return max(0.0, self.cores * self.wall - self.held)
+
+    @property
+    def tail_not_held(self) -> float:
+        return max(0.0, self.cores * self.wall * TAIL - self.tail_held)
+
+    def describe(self) -> str:
+        """One line: the idle core-seconds, where no step held them and where one did."""
+        tools = ", ".join(f"{tool} {seconds:.0f}" for tool, seconds in self.unused[:4] if seconds >= 0.5)
+        return (f"{self.idle:.0f} core-s (all {self.cores} cores for {self.idle / self.cores:.2f} s): {self.not_held:.0f}"
+                f" held by no step ({self.tail_not_held:.0f} of them in the build's last {TAIL:.0%}),"
+                f" {max(0.0, self.held - self.cpu):.0f} held by steps that left them idle"
+                + (f" ({tools})" if tools else ""))  # fmt: skip
+
+    def json(self) -> dict[str, object]:
+        return {"core_seconds": round(self.idle, 3), "not_held_core_seconds": round(self.not_held, 3),
+                "tail_not_held_core_seconds": round(self.tail_not_held, 3),
+                "held_core_seconds": round(self.held, 3), "cpu_seconds": round(self.cpu, 3),
+                "unused_by_tool": {tool: round(seconds, 3) for tool, seconds in self.unused}}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
