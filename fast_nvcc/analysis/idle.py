@@ -12,6 +12,12 @@ some of them.  The rest were idle in one of two ways, and they call for differen
 
 A step holds one core while it runs and none while it is stopped, a split step the cores of its
 ``cores_at``; a job without a FAST_NVCC_LOG record one core, used all along.
+
+Where a core was held by no step while a step stood ready (its ``wait`` before it started, less
+what the memory budget held it back; a stop to give its core to a split step), the scheduler
+left work waiting beside a core nothing ran on, which split steps' cores are meant never to do
+(core_grants: "cores follow use"): ``waited_free`` counts those core-seconds, each waiting step
+matched with one free core.
 """
 
 from __future__ import annotations
@@ -41,9 +47,11 @@ def idle_cores(jobs: Sequence[Job], *, cores: int, origin: float, end: float) ->
     tail_from = end - TAIL * (end - origin)
     held = cpu = tail = 0.0
     unused: dict[str, float] = {}
+    changes: list[tuple[float, int, int]] = []  # (when, change of cores held, change of steps waiting)
 
     def hold(spans: list[tuple[float, float, int]], used: float, tool: str) -> None:
         nonlocal held, cpu, tail
+        changes.extend(c for a, b, n in spans for c in ((a, n, 0), (b, -n, 0)))
         seconds = sum((b - a) * n for a, b, n in spans)
         held, cpu = held + seconds, cpu + used
         tail += sum((b - max(a, tail_from)) * n for a, b, n in spans if b > tail_from)
@@ -58,5 +66,28 @@ def idle_cores(jobs: Sequence[Job], *, cores: int, origin: float, end: float) ->
             if s.start is None or s.end is None or not s.command or s.tool in BOOKKEEPING_TOOLS:
                 continue
             hold(held_spans(s, base + s.start, base + s.end), s.cpu_seconds or 0.0, s.tool)
+            for a, b in waiting_spans(s):
+                changes.extend(((base + a, 0, 1), (base + b, 0, -1)))
     ranked = tuple(sorted(unused.items(), key=lambda item: -item[1]))
-    return IdleCores(cores, end - origin, held, cpu, tail, ranked)
+    return IdleCores(cores, end - origin, held, cpu, tail, ranked, waited_free(changes, cores))
+
+
+def waiting_spans(step: Step) -> list[tuple[float, float]]:
+    """When ``step`` stood ready and ran not: before it started (its wait, less the memory
+    budget's part, taken as its last: the budget holds a step back once its turn has come) and
+    while it was stopped for a split step (a stop for memory is not counted)."""
+    assert step.start is not None
+    ready = step.start - step.wait
+    spans = [(ready, step.start - step.memory_wait)] if step.wait > step.memory_wait else []
+    return spans + (list(step.stops) if step.yielded > 0 and not step.cores_at else [])
+
+
+def waited_free(changes: list[tuple[float, int, int]], cores: int) -> float:
+    """Core-seconds in which a step waited while a core was held by no step: the sum over time
+    of min(steps waiting, cores no step held)."""
+    total, held, waiting, last = 0.0, 0, 0, None
+    for when, d_held, d_waiting in sorted(changes):
+        if last is not None:
+            total += (when - last) * min(waiting, max(0, cores - held))
+        held, waiting, last = held + d_held, waiting + d_waiting, when
+    return total

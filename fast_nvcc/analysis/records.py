@@ -387,6 +387,7 @@ class IdleCores:
     cpu: float  # ... of which their cpu used
     tail_held: float  # core-seconds held in the last TAIL of the wall
     unused: tuple[tuple[str, float], ...]  # (tool, held - cpu), the most first
+    waited_free: float = 0.0  # core-seconds a step stood ready beside a core no step held
 
     @property
     def idle(self) -> float:
@@ -406,13 +407,15 @@ class IdleCores:
         return (f"{self.idle:.0f} core-s (all {self.cores} cores for {self.idle / self.cores:.2f} s): {self.not_held:.0f}"
                 f" held by no step ({self.tail_not_held:.0f} of them in the build's last {TAIL:.0%}),"
                 f" {max(0.0, self.held - self.cpu):.0f} held by steps that left them idle"
-                + (f" ({tools})" if tools else ""))  # fmt: skip
+                + (f" ({tools})" if tools else "")
+                + f"; steps stood ready beside a core no step held for {self.waited_free:.1f} core-s")  # fmt: skip
 
     def json(self) -> dict[str, object]:
         return {"core_seconds": round(self.idle, 3), "not_held_core_seconds": round(self.not_held, 3),
                 "tail_not_held_core_seconds": round(self.tail_not_held, 3),
                 "held_core_seconds": round(self.held, 3), "cpu_seconds": round(self.cpu, 3),
-                "unused_by_tool": {tool: round(seconds, 3) for tool, seconds in self.unused}}  # fmt: skip
+                "unused_by_tool": {tool: round(seconds, 3) for tool, seconds in self.unused},
+                "waited_free_core_seconds": round(self.waited_free, 3)}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
