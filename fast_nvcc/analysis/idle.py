@@ -47,15 +47,17 @@ def idle_cores(jobs: Sequence[Job], *, cores: int, origin: float, end: float) ->
     tail_from = end - TAIL * (end - origin)
     held = cpu = tail = 0.0
     unused: dict[str, float] = {}
+    granted_unused, granted_idle = 0.0, None  # split steps' (held - cpu), and the kernel's idle of their cores
     changes: list[tuple[float, int, int]] = []  # (when, change of cores held, change of steps waiting)
 
-    def hold(spans: list[tuple[float, float, int]], used: float, tool: str) -> None:
+    def hold(spans: list[tuple[float, float, int]], used: float, tool: str) -> float:
         nonlocal held, cpu, tail
         changes.extend(c for a, b, n in spans for c in ((a, n, 0), (b, -n, 0)))
         seconds = sum((b - a) * n for a, b, n in spans)
         held, cpu = held + seconds, cpu + used
         tail += sum((b - max(a, tail_from)) * n for a, b, n in spans if b > tail_from)
         unused[tool] = unused.get(tool, 0.0) + seconds - used
+        return seconds
 
     for job in jobs:
         if job.record is None:
@@ -65,11 +67,14 @@ def idle_cores(jobs: Sequence[Job], *, cores: int, origin: float, end: float) ->
         for s in job.record.steps:
             if s.start is None or s.end is None or not s.command or s.tool in BOOKKEEPING_TOOLS:
                 continue
-            hold(held_spans(s, base + s.start, base + s.end), s.cpu_seconds or 0.0, s.tool)
+            seconds = hold(held_spans(s, base + s.start, base + s.end), s.cpu_seconds or 0.0, s.tool)
+            if s.cores_idle is not None:
+                granted_unused += max(0.0, seconds - (s.cpu_seconds or 0.0))
+                granted_idle = (granted_idle or 0.0) + s.cores_idle
             for a, b in waiting_spans(s):
                 changes.extend(((base + a, 0, 1), (base + b, 0, -1)))
     ranked = tuple(sorted(unused.items(), key=lambda item: -item[1]))
-    return IdleCores(cores, end - origin, held, cpu, tail, ranked, waited_free(changes, cores))
+    return IdleCores(cores, end - origin, held, cpu, tail, ranked, waited_free(changes, cores), granted_unused, granted_idle)
 
 
 def waiting_spans(step: Step) -> list[tuple[float, float]]:

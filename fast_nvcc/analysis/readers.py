@@ -171,6 +171,7 @@ def record_of(data: dict[str, Any]) -> CompileRecord:
             guess_lost=_float_or_none(step.get("guess_lost")) or 0.0,
             cores=int(step.get("cores") or 0),
             serial_seconds=_float_or_none(step.get("serial_seconds")),
+            cores_idle=_float_or_none(step.get("cores_idle_seconds")),
             critical=bool(step.get("critical", False)),
             wait=_float_or_none(step.get("wait")) or 0.0,
             cores_at=tuple((float(when), int(cores)) for when, cores in step.get("cores_at") or ()),

@@ -52,6 +52,7 @@ class Step:
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
     cores: int = 0  # a split step: the most cores its threads held at once
     serial_seconds: float | None = None  # ... and how long its threads ran one at a time (None: an older log)
+    cores_idle: float | None = None  # ... and how long the kernel saw its granted cores idle (None: an older log)
     critical: bool = False  # on its compile's critical path, as the run saw it (the steps that ended last)
     wait: float = 0.0  # seconds it was ready before it started (waiting for a core, a slot, memory)
     cores_at: tuple[tuple[float, int], ...] = ()  # a split step: (when, cores held) at each change
@@ -388,6 +389,10 @@ class IdleCores:
     tail_held: float  # core-seconds held in the last TAIL of the wall
     unused: tuple[tuple[str, float], ...]  # (tool, held - cpu), the most first
     waited_free: float = 0.0  # core-seconds a step stood ready beside a core no step held
+    # The split steps' core-seconds held and not used by their own threads, and of them what the
+    # kernel counted idle on their granted CPUs (None: no split step's log has it, an older log).
+    granted_unused: float = 0.0
+    granted_idle: float | None = None
 
     @property
     def idle(self) -> float:
@@ -408,14 +413,19 @@ class IdleCores:
                 f" held by no step ({self.tail_not_held:.0f} of them in the build's last {TAIL:.0%}),"
                 f" {max(0.0, self.held - self.cpu):.0f} held by steps that left them idle"
                 + (f" ({tools})" if tools else "")
-                + f"; steps stood ready beside a core no step held for {self.waited_free:.1f} core-s")  # fmt: skip
+                + f"; steps stood ready beside a core no step held for {self.waited_free:.1f} core-s"
+                + ("" if self.granted_idle is None else
+                   f"; of the {self.granted_unused:.0f} core-s split steps held beyond their threads' use, the kernel"
+                   f" saw {self.granted_idle:.0f} idle (the rest ran other steps)"))  # fmt: skip
 
     def json(self) -> dict[str, object]:
         return {"core_seconds": round(self.idle, 3), "not_held_core_seconds": round(self.not_held, 3),
                 "tail_not_held_core_seconds": round(self.tail_not_held, 3),
                 "held_core_seconds": round(self.held, 3), "cpu_seconds": round(self.cpu, 3),
                 "unused_by_tool": {tool: round(seconds, 3) for tool, seconds in self.unused},
-                "waited_free_core_seconds": round(self.waited_free, 3)}  # fmt: skip
+                "waited_free_core_seconds": round(self.waited_free, 3),
+                "granted_unused_core_seconds": round(self.granted_unused, 3),
+                "granted_idle_core_seconds": None if self.granted_idle is None else round(self.granted_idle, 3)}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,3 +14,27 @@ def usable_cpus() -> frozenset[int]:
         return frozenset(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return frozenset(range(os.cpu_count() or 1))
+
+
+def idle_seconds() -> dict[int, float] | None:
+    """Seconds each CPU has stood idle since boot, as the kernel counts them (``/proc/stat``'s
+    idle and iowait of each ``cpuN`` line); None where there is no such file.  A split step's
+    cores' idle time between two looks is the difference (core_grants.Grant.cores_idle)."""
+    try:
+        with open("/proc/stat", "rb") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    idle: dict[int, float] = {}
+    for line in text.splitlines():
+        if not line.startswith(b"cpu") or line[3:4] == b" ":
+            if idle:
+                break  # (the cpu lines come first, the machine's own before them)
+            continue
+        fields = line.split()
+        try:
+            idle[int(fields[0][3:])] = (int(fields[4]) + int(fields[5])) / tick
+        except (IndexError, ValueError):
+            continue
+    return idle or None

@@ -130,7 +130,7 @@ def _step_fields(s: StepReport) -> dict[str, Any]:
         **({"oom_rerun": True} if s.oom_rerun else {}),
         **({"guess_failed": s.guess_failed, "guess_lost": round(s.guess_lost, 6)} if s.guess_failed else {}),
         **({"cores": s.cores, "cores_at": [[round(t, 6), n] for t, n in s.core_timeline],
-            "serial_seconds": round(s.serial_seconds, 3)} if s.cores else {}),
+            "serial_seconds": round(s.serial_seconds, 3), "cores_idle_seconds": round(s.cores_idle, 3)} if s.cores else {}),
         **({"narrowed": [[round(t, 6), why] for t, why in s.narrowed]} if s.narrowed else {}),
         **({"longest": True} if s.longest else {}),
     }

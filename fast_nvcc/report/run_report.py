@@ -58,6 +58,7 @@ class StepReport(NamedTuple):
     guess_lost: float = 0.0  # ... and the seconds of work it threw away
     core_timeline: tuple[tuple[float, int], ...] = ()  # a split step: (seconds into the run, cores) at each change
     serial_seconds: float = 0.0  # ... and how long its threads ran one at a time
+    cores_idle: float = 0.0  # ... and the core-seconds the kernel saw its cores idle
     narrowed: tuple[tuple[float, str], ...] = ()  # ... and when and why it gave cores back
     longest: bool = False  # ... and whether it asked on a core per thread (core_grants.Grant.longest)
 
@@ -195,6 +196,7 @@ def build_report(
                 guess_lost=record.guess_lost,
                 core_timeline=tuple(record.core_timeline),
                 serial_seconds=record.serial_seconds,
+                cores_idle=record.cores_idle,
                 narrowed=tuple(record.narrowed),
                 longest=record.longest,
             )

@@ -30,6 +30,10 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   1.13 of the floor against 1.12 and 1.11 (docs/benchmarks.md, rounds 37-38).
 * **Cores follow use**: cores beyond the step's runnable threads, three looks in a row
   (:func:`idle`), go back at once, so that no ready step waits for a core nothing runs on.
+  What the kernel saw of them is counted: the seconds its granted CPUs stood idle between
+  looks (:attr:`Grant.cores_idle`, FAST_NVCC_LOG's ``cores_idle_seconds``), which tells a core
+  its threads left idle from one they shared with another step (both are held and not used by
+  the step's own threads).
 * **It narrows again**, one core at a time, when a step of its own compile on as long a path
   (as the step would have without the core) waits for a slot, or when the pool has a
   better-ranked waiter (a compile's first step on a
@@ -56,10 +60,10 @@ import functools
 import os
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from ..machine.cpus import usable_cpus
+from ..machine.cpus import idle_seconds, usable_cpus
 from ..machine.pool_files import SlotLocks
 from ..machine.process_tree import children_files, state
 
@@ -72,6 +76,8 @@ class Grant:
     __slots__ = (
         "again",
         "cores",
+        "cores_idle",
+        "held_cpus",
         "idle_looks",
         "locked",
         "longest",
@@ -120,6 +126,10 @@ class Grant:
         # seconds of its work done, by which its rank falls (ReadyQueue.remaining).
         self.ran = 0.0
         self.looked: float | None = None  # when it was last looked at (None: not yet)
+        # The CPUs its threads were held to since the last look, and the seconds the kernel
+        # counted them idle while it held them (Grants.count_idle).
+        self.held_cpus: frozenset[int] = frozenset()
+        self.cores_idle = 0.0
 
     @property
     def width(self) -> int:
@@ -215,13 +225,16 @@ class Grants:
 
     def __init__(self, admission: Admission, *, pool_directory: str | None,
                  pin: Callable[[int, frozenset[int]], None], cpus: Iterable[int] | None = None,
-                 now: Callable[[], float] = time.monotonic, known: bool = False) -> None:  # fmt: skip
+                 now: Callable[[], float] = time.monotonic, known: bool = False,
+                 idle_of: Callable[[], Mapping[int, float] | None] = idle_seconds) -> None:  # fmt: skip
         self.admission = admission
         # Are the run's split steps' costs known, and the longest path first asked for (Grant.longest)?
         self.known = known
         self.now = now  # the run's clock, for each grant's timeline
         self.pin = pin  # (task, CPUs): hold the task's processes to those CPUs
         self.cpus = sorted(usable_cpus() if cpus is None else cpus)  # the CPUs a grant's cores name
+        self.idle_of = idle_of  # each CPU's idle seconds so far (cpus.idle_seconds)
+        self._idle: Mapping[int, float] | None = None  # ... at the last look
         self._running: dict[int, Grant] = {}
         self.asking: float | None = None  # the rank a step waits for a core at, since the last poll
         self._yielded = time.monotonic()
@@ -250,17 +263,20 @@ class Grants:
     def start(self, task_id: int, threads: int, priority: float, *, serial: float = 0.0,
               stops: bool = True) -> frozenset[int]:  # fmt: skip
         """A split step starts: the one core it is held to."""
+        self.count_idle()
         grant = Grant(task_id, threads, priority, serial=serial, stops=stops, longest=self.known)
         self._running[task_id] = grant
         self._add_core(grant)
+        grant.held_cpus = self.cpus_of(grant)
         grant.timeline.append((self.now(), 1))
         return self.cpus_of(grant)
 
     def end(self, task_id: int) -> Grant | None:
         """A split step ended: its extra slots and its cores go back."""
-        grant = self._running.pop(task_id, None)
-        if grant is None:
+        if task_id not in self._running:
             return None
+        self.count_idle()
+        grant = self._running.pop(task_id)
         if not self._running and self.asking is not None:
             self.asking = None  # (no poll runs without a split step)
             self.admission.slots.ask_core(None)
@@ -278,6 +294,7 @@ class Grants:
         runnable threads (:func:`runnable_threads`); without it every step wants all its threads."""
         if not self._running:
             return
+        self.count_idle()
         for grant in self._running.values():
             grant.priority = priority_of(grant.task_id)
             if runnable_of is not None:
@@ -325,12 +342,23 @@ class Grants:
         self.admission.slots.ask_core(self.asking, stop=stopping)
         self._pin(changed)
 
+    def count_idle(self) -> None:
+        """Each running step's granted CPUs' idle seconds since the last look, as the kernel
+        counted them, added to its :attr:`Grant.cores_idle`."""
+        idle = self.idle_of()
+        if idle is not None and self._idle is not None:
+            before = self._idle
+            for grant in self._running.values():
+                grant.cores_idle += sum(max(0.0, idle.get(c, 0.0) - before.get(c, 0.0)) for c in grant.held_cpus)
+        self._idle = idle
+
     def _pin(self, changed: list[Grant]) -> None:
         """Hold the changed steps' threads to their cores, now and at the next two polls."""
         for grant in changed:
             grant.again = 3
             grant.timeline.append((self.now(), grant.width))
         for grant in self._running.values():
+            grant.held_cpus = self.cpus_of(grant)
             if grant.again:
                 grant.again -= 1
                 self.pin(grant.task_id, self.cpus_of(grant))

@@ -184,6 +184,7 @@ class Holdings:
                 self.processes.pin(task.id, None)
                 record.core_timeline += grant.timeline  # (a run again after a failed guess adds its own)
                 record.serial_seconds += grant.serial_seconds
+                record.cores_idle += grant.cores_idle
                 record.narrowed += grant.narrowed
                 record.longest = record.longest or grant.longest
         self.admission.end(task, record.slot, takes_slot=handler.takes_slot, capacity=handler.capacity)

@@ -21,6 +21,7 @@ class Record:
         "cached",
         "captures",
         "core_timeline",
+        "cores_idle",
         "cpu_seconds",
         "dropped",
         "end",
@@ -82,6 +83,7 @@ class Record:
         # were held to, at its start and each change.
         self.core_timeline: list[tuple[float, int]] = []
         self.serial_seconds = 0.0  # ... and how long its threads ran one at a time (Grant.serial_seconds)
+        self.cores_idle = 0.0  # ... and how long the kernel saw its cores idle (Grant.cores_idle)
         self.narrowed: list[tuple[float, str]] = []  # ... and when and why it gave cores back (Grant.narrowed)
         self.longest = False  # ... and whether it asked on a core per thread (Grant.longest)
         self.over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"

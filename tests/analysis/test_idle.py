@@ -66,3 +66,25 @@ def test_without_fast_nvccs_log_nothing_tells_what_the_cores_did(tmp_path, capsy
     assert json.loads(out)["idle_cores"] is None
     _, out, _ = run_main(capsys, tmp_path / "build")
     assert "idle cores" not in out
+
+
+def test_the_kernels_idle_of_a_split_steps_granted_cores_tells_idle_from_shared(tmp_path, capsys):
+    """The build above, its split cicc's log telling the kernel saw its granted cores idle for
+    2 of the 6 core-s its threads did not use (another step's threads ran on them the other 4).
+    An older log, without cores_idle_seconds, says nothing of it."""
+    path = _build(tmp_path)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    records[0]["steps"][0]["cores_idle_seconds"] = 2.0
+    write_jsonl(path, records)
+    idle = analyze(load_build([str(path)]), slots=4).idle
+    assert (round(idle.granted_unused, 6), idle.granted_idle) == (6.0, 2.0)
+    _, out, _ = run_main(capsys, path, "-j", "4")
+    assert "of the 6 core-s split steps held beyond their threads' use, the kernel saw 2 idle (the rest ran other steps)" in out
+    _, out, _ = run_main(capsys, path, "-j", "4", "--format", "json")
+    found = json.loads(out)["idle_cores"]
+    assert (found["granted_unused_core_seconds"], found["granted_idle_core_seconds"]) == (6.0, 2.0)
+
+    _build(tmp_path)
+    assert analyze(load_build([str(path)]), slots=4).idle.granted_idle is None
+    _, out, _ = run_main(capsys, path, "-j", "4")
+    assert "the kernel saw" not in out

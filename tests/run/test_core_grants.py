@@ -354,6 +354,41 @@ def test_a_split_step_says_when_its_threads_left_its_cores_idle(tmp_path):
     grants.close()
 
 
+def test_a_split_step_counts_the_seconds_the_kernel_saw_its_granted_cpus_idle(tmp_path):
+    """FAST_NVCC_LOG's cores_idle_seconds: between two looks, each CPU the step was held to adds
+    what the kernel counted idle there; the CPUs of another step, or none's, do not."""
+    clock = {cpu: 0.0 for cpu in range(16)}
+    slots = FreeSlots(free=4)
+    admission, grants, pins = _grants(tmp_path, slots)
+    grants.idle_of = lambda: dict(clock)
+    _running(admission, 2)
+    grants.start(1, 8, 100.0)
+    grants.start(2, 8, 50.0)
+    grants.poll(ours_waiting=None, priority_of={1: 100.0, 2: 50.0}.__getitem__, runnable_of=lambda _: 8)
+    ones, twos = pins[1], pins[2]
+    assert not ones & twos and len(ones) > 1
+    for cpu in range(16):  # a second on every CPU, idle half of it
+        clock[cpu] += 0.5
+    grants.poll(ours_waiting=None, priority_of={1: 100.0, 2: 50.0}.__getitem__, runnable_of=lambda _: 8)
+    clock[min(ones)] += 1.0  # one of step 1's CPUs idle a whole second more, then it ends
+    assert grants.end(1).cores_idle == pytest.approx(0.5 * len(ones) + 1.0)
+    assert grants.end(2).cores_idle == pytest.approx(0.5 * len(twos))
+    grants.close()
+
+
+def test_each_cpus_idle_seconds_come_from_the_kernel_and_grow():
+    from fast_nvcc.machine.cpus import idle_seconds, usable_cpus
+
+    before = idle_seconds()
+    assert before is not None and set(usable_cpus()) <= set(before)
+    time.sleep(0.2)
+    after = idle_seconds()
+    assert all(after[cpu] >= seconds for cpu, seconds in before.items())
+    with open("/proc/uptime") as handle:  # seconds, not the kernel's ticks: none idle longer than it has run
+        uptime = float(handle.read().split()[0])
+    assert all(0 <= seconds <= uptime + 1 for seconds in after.values())
+
+
 def test_a_step_of_its_own_compile_on_a_shorter_path_does_not_hold_a_long_pole_to_one_core(tmp_path):
     """TE's whole library, 2026-11-27: gelu_grouped.cu's host compile (beside its cicc, after
     the stub probe) waited 210 s for a slot, and all that time its split cicc, the build's
@@ -591,6 +626,9 @@ def test_a_split_cicc_is_held_to_its_granted_core_then_widened_and_its_ptx_is_nv
     assert cicc["start"] <= times[0] <= times[-1] <= cicc["end"]
     # and how long its threads ran one at a time: cicc's front end at least, within its life
     assert 0 < cicc["serial_seconds"] <= cicc["seconds"]
+    # and how long the kernel saw its cores idle: at most the core-seconds it held
+    held = sum((b - a) * n for (a, n), (b, _) in zip(cicc["cores_at"], [*cicc["cores_at"][1:], (cicc["end"], 0)]))
+    assert 0 <= cicc["cores_idle_seconds"] <= held + 0.05
     # The history learns it as one core would run it (its cpu), and its own serial share, which
     # the next compile's split model takes instead of the tool's (run/holdings.py).
     history = History(str(tmp_path / "state" / "history.sqlite"))
