@@ -19,7 +19,9 @@ def usable_cpus() -> frozenset[int]:
 def idle_seconds() -> dict[int, float] | None:
     """Seconds each CPU has stood idle since boot, as the kernel counts them (``/proc/stat``'s
     idle and iowait of each ``cpuN`` line); None where there is no such file.  A split step's
-    cores' idle time between two looks is the difference (core_grants.Grant.cores_idle)."""
+    cores' idle time between two looks is the difference (core_grants.Grant.cores_idle).
+    Not psutil.cpu_times(percpu=True): its list is by position, not CPU number (a CPU offline
+    shifts the rest), and a compile's path does not import psutil; this takes 10 us a look."""
     try:
         with open("/proc/stat", "rb") as handle:
             text = handle.read()

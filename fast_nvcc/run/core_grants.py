@@ -269,7 +269,7 @@ class Grants:
         self._add_core(grant)
         grant.held_cpus = self.cpus_of(grant)
         grant.timeline.append((self.now(), 1))
-        return self.cpus_of(grant)
+        return grant.held_cpus
 
     def end(self, task_id: int) -> Grant | None:
         """A split step ended: its extra slots and its cores go back."""
