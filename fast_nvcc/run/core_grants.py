@@ -35,9 +35,10 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   its threads left idle from one they shared with another step (both are held and not used by
   the step's own threads).
 * **It narrows again**, one core at a time, when a step of its own compile on as long a path
-  (as the step would have without the core) waits for a slot, or when the pool has a
-  better-ranked waiter (a compile's first step on a
-  longer path, or any step on a longer path once compiles compete by rank).  A step of its own
+  (as the step would have without the core) waits for a slot, or when the pool has a waiter
+  ranked MARGIN times better (a compile's first step on a longer path, or any step on a longer
+  path once compiles compete by rank): the margin a stop asks for (:mod:`.yielding`), so that
+  a stopped step does not win its core back by a near-equal rank and be stopped again.  A step of its own
   compile on a shorter path (a host compile beside the cicc of the build's longest compile)
   waits for its slot by rank, as any other compile's step does (docs/benchmarks.md,
   "Measurements behind constants in the code": ``narrowing``).
@@ -66,6 +67,7 @@ from typing import TYPE_CHECKING
 from ..machine.cpus import idle_seconds, usable_cpus
 from ..machine.pool_files import SlotLocks
 from ..machine.process_tree import children_files, state
+from .yielding import MARGIN
 
 if TYPE_CHECKING:
     from .admission import Admission
@@ -196,12 +198,17 @@ def narrowing(grants: Iterable[Grant], *, ours_waiting: float | None,
     the lowest rank (:attr:`Grant.holding`; then the widest), when a step of this run ranked
     ``ours_waiting`` (None: none) waits for a slot and that step's remaining path is no longer
     than the widened step's would be without the core, or when the pool has a waiter ranked
-    before that."""
+    MARGIN times that or more: the margin a running step's stop asks for
+    (:data:`fast_nvcc.run.yielding.MARGIN`), so that a stopped step does not take back, by a
+    near-equal rank, the core it gave.  Without it TE's seven first build (2026-12-04, round
+    41) ping-ponged: a split cicc narrowed for a stopped host compile ranked a hair above its
+    last core, the host compile went on (no split step asked in that turn), was stopped again
+    within 0.1-0.3 s, 40 stops in all and 154 narrowings, the cicc held to 2-3 cores."""
     widened = [g for g in grants if g.width > 1]
     if not widened:
         return None
     lowest = min(widened, key=lambda g: (g.holding, -g.width, g.task_id))
-    if (ours_waiting is not None and ours_waiting >= lowest.holding) or outranked(lowest.holding):
+    if (ours_waiting is not None and ours_waiting >= lowest.holding) or outranked(lowest.holding * MARGIN):
         return lowest
     return None
 
