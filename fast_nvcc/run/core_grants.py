@@ -38,9 +38,9 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   (as the step would have without the core) waits for a slot, or when the pool has a waiter
   ranked MARGIN times better (a compile's first step on a longer path, or any step on a longer
   path once compiles compete by rank): the margin a stop asks for (:mod:`.yielding`), so that
-  a stopped step does not win its core back by a near-equal rank and be stopped again.  A step of its own
-  compile on a shorter path (a host compile beside the cicc of the build's longest compile)
-  waits for its slot by rank, as any other compile's step does (docs/benchmarks.md,
+  a stopped step does not win its core back by a near-equal rank and be stopped again.  A step
+  of its own compile on a shorter path (a host compile beside the cicc of the build's longest
+  compile) waits for its slot by rank, as any other compile's step does (docs/benchmarks.md,
   "Measurements behind constants in the code": ``narrowing``).
 * **Under make's jobserver**, which ranks no one and starts no job without a token, the extra
   cores' tokens all go back every two seconds (make, blocked on the token pipe, gets those it
