@@ -38,7 +38,8 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   (as the step would have without the core) waits for a slot, or when the pool has a waiter
   ranked MARGIN times better (a compile's first step on a longer path, or any step on a longer
   path once compiles compete by rank): the margin a stop asks for (:mod:`.yielding`), so that
-  a stopped step does not win its core back by a near-equal rank and be stopped again.  A step
+  a stopped step does not win its core back by a near-equal rank and be stopped again.  Its
+  threads still want the core, so it asks on at its rank (:func:`asks_on`).  A step
   of its own compile on a shorter path (a host compile beside the cicc of the build's longest
   compile) waits for its slot by rank, as any other compile's step does (docs/benchmarks.md,
   "Measurements behind constants in the code": ``narrowing``).
@@ -49,9 +50,10 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   two split steps of the machine are not held to the same core; unpinned steps go wherever the
   kernel puts them.  Where every core is held already, it shares one.
 
-The rules are :func:`on_cores`, :func:`idle`, :func:`narrowing` and :func:`widening_order`
-(unit-tested with made-up numbers); :class:`Grants` applies them to a run, :func:`runnable_threads` says what a
-step's threads want, and :func:`hold` sets a process tree's affinity.
+The rules are :func:`on_cores`, :func:`idle`, :func:`narrowing`, :func:`widening_order` and
+:func:`asks_on` (unit-tested with made-up numbers); :class:`Grants` applies them to a run,
+:func:`runnable_threads` says what a step's threads want, and :func:`hold` sets a process
+tree's affinity.
 """
 
 from __future__ import annotations
@@ -222,6 +224,19 @@ def widening_order(grants: Iterable[Grant], *, ours_waiting: float | None = None
     return sorted(wanting, key=lambda g: (-g.asking, g.width, g.task_id))
 
 
+def asks_on(wanting: list[Grant], *, narrowed: bool, refused: str | None) -> bool:
+    """Does a split step of this run ask the pool for a core after this turn (``wanting``: the
+    :func:`widening_order`)?  Yes while threads want one and the pool had no slot for them
+    (``refused``: why the last widening was refused) or this turn gave a core to a better-ranked
+    waiter (``narrowed``): the step's threads still want that core, at their rank.  Before, a
+    turn that narrowed posted no ask, and every stopped step of the machine went on at it: TE's
+    seven first build (2026-12-04, round 42) stopped its host compiles 36 times, 23 going on
+    for "no ask" and 18 stopped again within a second, the split ciccs swinging between 2 and 3
+    cores every 0.1-0.3 s; its learned build without the margin, 35 stops, all going on for "no
+    ask"."""
+    return bool(wanting) and (narrowed or refused == "slot")
+
+
 class Grants:
     """The split steps of one run: their cores, widened and narrowed as the slots allow."""
 
@@ -334,6 +349,7 @@ class Grants:
             self._drop_core(give_back)
             self.admission.narrow()
             changed.append(give_back)
+            order = widening_order(self._running.values(), ours_waiting=ours_waiting)
         else:
             # One core at a time to the step that asks at the best rank, which falls as it widens;
             # no slot for the best-ranked: none for those behind it either.
@@ -342,10 +358,14 @@ class Grants:
                 self._add_core(order[0])
                 if order[0] not in changed:
                     changed.append(order[0])
-            if order and self.admission.refused == "slot":  # a running step with slack may give its core (yielding.py)
-                self.asking = order[0].asking
-                # (only for threads seen wanting a core: before its first look a step wants them all)
-                stopping = next((g.asking for g in order if g.stops and g.runnable is not None), None)
+        # Threads that want a core and found no slot ask on (a running step with slack may give
+        # its core, yielding.py), also those of a step that just gave one to a better waiter: had
+        # that turn posted no ask, every stopped step of the machine would go on ("no ask") and be
+        # stopped again at the next ask (:func:`asks_on`).
+        if asks_on(order, narrowed=give_back is not None, refused=self.admission.refused):
+            self.asking = order[0].asking
+            # (only for threads seen wanting a core: before its first look a step wants them all)
+            stopping = next((g.asking for g in order if g.stops and g.runnable is not None), None)
         self.admission.slots.ask_core(self.asking, stop=stopping)
         self._pin(changed)
 

@@ -26,7 +26,8 @@ from fast_nvcc.plan.dryrun import Kind, Step
 from fast_nvcc.plan.split_option import SERIAL_SHARE, matches, settings, split_threads, with_split
 from fast_nvcc.run.admission import Admission
 from fast_nvcc.run.holdings import Holdings
-from fast_nvcc.run.core_grants import Grant, Grants, idle, narrowing, on_cores, runnable_threads, widening_order
+from fast_nvcc.run.core_grants import (Grant, Grants, asks_on, idle, narrowing, on_cores, runnable_threads,
+                                       widening_order)
 from fast_nvcc.run.yielding import MARGIN
 
 # What fast_nvcc itself decides: against the first toolchain (conftest).
@@ -342,6 +343,45 @@ def test_a_step_of_its_own_compile_and_a_better_ranked_waiter_each_take_a_core_b
     assert [why for _, why in grants._running[1].narrowed] == ["waiter", "waiter"]
     grants.close()
     assert slots.free == 2  # its own step's slot is the runner's to give back
+
+
+def test_a_step_asks_on_while_its_threads_want_a_core_the_pool_had_none_for_or_it_gave_away():
+    wanting = [Grant(1, 8, priority=100.0, cores=[1, 2])]
+    assert asks_on(wanting, narrowed=False, refused="slot")
+    assert asks_on(wanting, narrowed=True, refused=None)  # it gave a core to a better waiter
+    assert not asks_on(wanting, narrowed=False, refused=None)  # it got every core it asked for
+    assert not asks_on(wanting, narrowed=False, refused="memory")
+    assert not asks_on([], narrowed=True, refused="slot")  # no thread wants a core
+
+
+class AskingSlots(FreeSlots):
+    """FreeSlots that keep the last ask a run posted (PoolSlots writes it under ``asks/``)."""
+
+    asked: tuple[float | None, float | None] = (None, None)
+
+    def ask_core(self, rank: float | None, *, stop: float | None = None) -> None:
+        self.asked = (rank, stop)
+
+
+def test_a_step_that_gives_a_core_to_a_better_waiter_still_asks_at_its_rank(tmp_path):
+    """TE's seven first build (2026-12-04, round 42): a turn that narrowed for a waiter posted
+    no ask, and every stopped host compile of the machine went on ("no ask") and was stopped
+    again at the next one: 36 stops, 18 under a second."""
+    slots = AskingSlots(free=3)
+    admission, grants, pins = _grants(tmp_path, slots)
+    _running(admission, 1)
+    grants.start(1, 8, 100.0)
+    busy = {1: 8}  # all eight threads runnable
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=busy.get)
+    grant = grants._running[1]
+    assert len(pins[1]) == 3 and slots.free == 0
+    assert slots.asked == (grant.asking, grant.asking)  # refused a fourth: it asks, and may stop a step
+    slots.waiter = grant.holding * MARGIN + 1.0  # a waiter well above its last core
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=busy.get)
+    assert len(pins[1]) == 2 and slots.free == 1 and grant.narrowed[-1][1] == "waiter"
+    assert slots.asked == (grant.asking, grant.asking) and grant.asking is not None
+    grants.close()
+    assert slots.asked == (None, None)
 
 
 def test_a_split_step_says_when_its_threads_left_its_cores_idle(tmp_path):
