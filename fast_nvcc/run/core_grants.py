@@ -224,7 +224,7 @@ def widening_order(grants: Iterable[Grant], *, ours_waiting: float | None = None
     return sorted(wanting, key=lambda g: (-g.asking, g.width, g.task_id))
 
 
-def asks_on(wanting: list[Grant], *, narrowed: bool, refused: str | None) -> bool:
+def asks_on(wanting: list[Grant], *, narrowed: bool, refused: str) -> bool:
     """Does a split step of this run ask the pool for a core after this turn (``wanting``: the
     :func:`widening_order`)?  Yes while threads want one and the pool had no slot for them
     (``refused``: why the last widening was refused) or this turn gave a core to a better-ranked

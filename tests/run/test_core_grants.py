@@ -348,8 +348,8 @@ def test_a_step_of_its_own_compile_and_a_better_ranked_waiter_each_take_a_core_b
 def test_a_step_asks_on_while_its_threads_want_a_core_the_pool_had_none_for_or_it_gave_away():
     wanting = [Grant(1, 8, priority=100.0, cores=[1, 2])]
     assert asks_on(wanting, narrowed=False, refused="slot")
-    assert asks_on(wanting, narrowed=True, refused=None)  # it gave a core to a better waiter
-    assert not asks_on(wanting, narrowed=False, refused=None)  # it got every core it asked for
+    assert asks_on(wanting, narrowed=True, refused="")  # it gave a core to a better waiter
+    assert not asks_on(wanting, narrowed=False, refused="")  # it got every core it asked for
     assert not asks_on(wanting, narrowed=False, refused="memory")
     assert not asks_on([], narrowed=True, refused="slot")  # no thread wants a core
 
