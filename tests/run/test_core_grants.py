@@ -379,7 +379,7 @@ def test_a_step_that_gives_a_core_to_a_better_waiter_still_asks_at_its_rank(tmp_
     slots.waiter = grant.holding * MARGIN + 1.0  # a waiter well above its last core
     grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=busy.get)
     assert len(pins[1]) == 2 and slots.free == 1 and grant.narrowed[-1][1] == "waiter"
-    assert slots.asked == (grant.asking, grant.asking) and grant.asking is not None
+    assert slots.asked == (grant.asking, grant.asking)
     grants.close()
     assert slots.asked == (None, None)
 
