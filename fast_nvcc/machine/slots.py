@@ -48,10 +48,11 @@ class Slots:
         extra step of ``priority``?  (Only the pool can tell; make's tokens are first come.)"""
         return False
 
-    def claimed(self, priority: float, *, pole: bool = False) -> bool:
+    def claimed(self, priority: float, *, pole: bool = False) -> str | None:
         """Should a split step give back an extra core it holds at rank ``priority``
-        (fast_nvcc.run.core_grants): does a better claim wait, or do steps run beyond the pool?"""
-        return self.outranked(priority)
+        (fast_nvcc.run.core_grants), and why: "rank" (a better claim waits) or "over" (steps
+        run beyond the pool's size); None: it keeps the core."""
+        return "rank" if self.outranked(priority) else None
 
     def withdraw(self) -> None:
         """This process waits for no slot now."""
@@ -328,24 +329,24 @@ class PoolSlots(Slots):
         """Is another compile's request on the board ranked before ``ask`` at ``priority``?"""
         return self.board.others_before(self.board.rank_name(priority, first=ask is not Ask.EXTRA))
 
-    def claimed(self, priority: float, *, pole: bool = False) -> bool:
-        """As outranked, except that a step which started over the pool's size (while it was
-        full) keeps its mark until it ends: once as many slots are free as such steps run,
-        nobody runs beyond the size any more.  Counted as over for all their time, such steps
+    def claimed(self, priority: float, *, pole: bool = False) -> str | None:
+        """As outranked, and why ("rank", "over"), except that a step which started over the
+        pool's size (while it was full) keeps its mark until it ends: once as many slots are
+        free as such steps run, nobody runs beyond the size any more.  Counted as over for all their time, such steps
         kept every split step near one core while cores were idle (docs/benchmarks.md).  A
         ``pole``'s core yields by rank alone: the steps over the pool end by themselves."""
         ask = self._ask(pole)
         if self._waits_before(priority, ask):
-            return True
+            return "rank"
         if ask is Ask.POLE:
-            return False
+            return None
         over = len(live(self.marks, "over-"))
         if not over:
-            return False
+            return None
         free = self.locks.lock_free(over, skip={h.slot for h in self._holds})
         for slot in free:
             self.locks.unlock(slot)
-        return len(free) < over
+        return "over" if len(free) < over else None
 
     def release(self, count: int = 1) -> None:
         """Give back ``count`` slots (a split step's cores, extra ones, over the pool, the first),

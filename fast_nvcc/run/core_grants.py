@@ -38,7 +38,9 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   (as the step would have without the core) waits for a slot, or when the pool has a waiter
   ranked MARGIN times better (a compile's first step on a longer path, or any step on a longer
   path once compiles compete by rank): the margin a stop asks for (:mod:`.yielding`), so that
-  a stopped step does not win its core back by a near-equal rank and be stopped again.  Its
+  a stopped step does not win its core back by a near-equal rank and be stopped again; or,
+  for a core it holds as an extra step, while steps run beyond the pool's size with no slot
+  free for them.  FAST_NVCC_LOG says which (``narrowed``: "own", "rank", "over").  Its
   threads still want the core, so it asks on at its rank (:func:`asks_on`).  A step
   of its own compile on a shorter path (a host compile beside the cicc of the build's longest
   compile) waits for its slot by rank, as any other compile's step does (docs/benchmarks.md,
@@ -117,8 +119,9 @@ class Grant:
         self.locked: set[int] = set()  # those of ``cores`` we hold an flock on
         self.again = 0  # polls left to hold its threads again (threads made while we held them)
         self.timeline: list[tuple[float, int]] = []  # (when, cores) at each change
-        # (when, why) it gave cores back: "idle" (its threads left them unused), "waiter" (a step
-        # of its compile, or a better-ranked one of the pool, waits), "jobserver" (make's tokens)
+        # (when, why) it gave cores back: "idle" (its threads left them unused), "own" (a step of
+        # its compile waits), "rank" (a better-ranked one of the pool waits), "over" (steps run
+        # beyond the pool's size), "jobserver" (make's tokens)
         self.narrowed: list[tuple[float, str]] = []
         # Its threads running or waiting for a core at the last look (None: unknown).
         self.runnable: int | None = None
@@ -195,8 +198,8 @@ def idle(grants: Iterable[Grant]) -> list[tuple[Grant, int]]:
 
 
 def narrowing(grants: Iterable[Grant], *, ours_waiting: float | None,
-              outranked: Callable[[float], bool]) -> Grant | None:  # fmt: skip
-    """The widened step to give a core back now, if any: the one that holds its last core at
+              outranked: Callable[[float], str | None]) -> tuple[Grant, str] | None:  # fmt: skip
+    """The widened step to give a core back now and why, if any: the one that holds its last core at
     the lowest rank (:attr:`Grant.holding`; then the widest), when a step of this run ranked
     ``ours_waiting`` (None: none) waits for a slot and that step's remaining path is no longer
     than the widened step's would be without the core, or when the pool has a waiter ranked
@@ -205,14 +208,19 @@ def narrowing(grants: Iterable[Grant], *, ours_waiting: float | None,
     near-equal rank, the core it gave.  Without it TE's seven first build (2026-12-04, round
     41) ping-ponged: a split cicc narrowed for a stopped host compile ranked a hair above its
     last core, the host compile went on (no split step asked in that turn), was stopped again
-    within 0.1-0.3 s, 40 stops in all and 154 narrowings, the cicc held to 2-3 cores."""
+    within 0.1-0.3 s, 40 stops in all and 154 narrowings, the cicc held to 2-3 cores.
+
+    Why (FAST_NVCC_LOG's ``narrowed``): "own" for the step of this run, else ``outranked``'s
+    answer for the pool's waiter: "rank" (one ranked that far above waits) or "over" (steps run
+    beyond the pool's size, :meth:`fast_nvcc.machine.slots.PoolSlots.claimed`)."""
     widened = [g for g in grants if g.width > 1]
     if not widened:
         return None
     lowest = min(widened, key=lambda g: (g.holding, -g.width, g.task_id))
-    if (ours_waiting is not None and ours_waiting >= lowest.holding) or outranked(lowest.holding * MARGIN):
-        return lowest
-    return None
+    if ours_waiting is not None and ours_waiting >= lowest.holding:
+        return lowest, "own"
+    why = outranked(lowest.holding * MARGIN)
+    return (lowest, why) if why else None
 
 
 def widening_order(grants: Iterable[Grant], *, ours_waiting: float | None = None) -> list[Grant]:
@@ -342,10 +350,11 @@ class Grants:
                 self.admission.narrow()
             grant.idle_looks = 0
             changed.append(grant)
-        give_back = narrowing(self._running.values(), ours_waiting=ours_waiting,
-                              outranked=functools.partial(self.admission.slots.claimed, pole=True))  # fmt: skip
-        if give_back is not None:
-            give_back.narrowed.append((self.now(), "waiter"))
+        narrowed = narrowing(self._running.values(), ours_waiting=ours_waiting,
+                             outranked=functools.partial(self.admission.slots.claimed, pole=True))  # fmt: skip
+        if narrowed is not None:
+            give_back, why = narrowed
+            give_back.narrowed.append((self.now(), why))
             self._drop_core(give_back)
             self.admission.narrow()
             changed.append(give_back)
@@ -362,7 +371,7 @@ class Grants:
         # its core, yielding.py), also those of a step that just gave one to a better waiter: had
         # that turn posted no ask, every stopped step of the machine would go on ("no ask") and be
         # stopped again at the next ask (:func:`asks_on`).
-        if asks_on(order, narrowed=give_back is not None, refused=self.admission.refused):
+        if asks_on(order, narrowed=narrowed is not None, refused=self.admission.refused):
             self.asking = order[0].asking
             # (only for threads seen wanting a core: before its first look a step wants them all)
             stopping = next((g.asking for g in order if g.stops and g.runnable is not None), None)

@@ -215,7 +215,7 @@ def test_a_split_steps_core_yields_by_rank_alone(tmp_path):
     late = PoolSlots(pool, 4, saturated=lambda: True)
     assert late.try_acquire(1.0) and late.over_pool(1) == "first"  # over the pool: an extra runs
     assert not split.claimed(20.0, pole=True)
-    assert split.claimed(20.0)  # an extra step's core would go back
+    assert split.claimed(20.0) == "over"  # an extra step's core would go back
     # The step over the pool and the extra one end, another compile's first step fills the
     # pool: a first step that arrives now waits (no extra step lets it run over).
     late.close()
@@ -227,7 +227,7 @@ def test_a_split_steps_core_yields_by_rank_alone(tmp_path):
     assert not split.claimed(20.0, pole=True)
     longer = start_waiter(tmp_path, "longer", 50.0, size=4)
     wait_for(lambda: requests_on_board(tmp_path) == 2)
-    assert split.claimed(20.0, pole=True)
+    assert split.claimed(20.0, pole=True) == "rank"
     for slots in (split, other, filler):
         slots.close()
     for proc in (shorter, longer):
@@ -310,7 +310,7 @@ def test_a_split_step_keeps_its_extra_core_once_the_steps_over_the_pool_have_roo
     assert split.try_acquire(50.0) and other.try_acquire(5.0)
     assert split.try_acquire(50.0)  # the split step's extra core: the pool is full
     assert late.try_acquire(1.0) and late.over_pool(1) == "first"
-    assert split.claimed(50.0) and split.outranked(50.0)
+    assert split.claimed(50.0) == "over" and split.outranked(50.0)
     other.release()  # one slot free: room for the step over the pool
     assert not split.claimed(50.0)
     assert split.outranked(50.0)

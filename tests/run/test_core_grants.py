@@ -68,29 +68,36 @@ def test_a_widened_step_gives_a_core_back_when_its_own_compile_or_a_better_ranke
     # two, so it holds its third core at 150; the short one holds its second at 40.
     long, short = Grant(1, 16, priority=300.0, cores=[0, 1, 2]), Grant(2, 16, priority=40.0, cores=[3, 4])
     narrow = Grant(3, 16, priority=10.0, cores=[5])
-    never = lambda priority: False  # noqa: E731
+    never = lambda priority: None  # noqa: E731
+
+    def below(rank: float):
+        """A waiter of the machine that outranks a core held below ``rank``."""
+        return lambda priority: "rank" if priority < rank else None
+
     assert narrowing([long, short, narrow], ours_waiting=None, outranked=never) is None
     # A step of this compile on as long a path waits: the lowest-ranked widened step gives one
     # back, not the one on a single core.
-    assert narrowing([long, short, narrow], ours_waiting=40.0, outranked=never) is short
+    assert narrowing([long, short, narrow], ours_waiting=40.0, outranked=never) == (short, "own")
     # One on a shorter path than every widened step waits its turn at the pool instead (a host
     # compile beside the build's longest cicc).
     assert narrowing([long, short, narrow], ours_waiting=39.0, outranked=never) is None
     # The long one keeps its third core from a step that would end first all the same ...
     assert narrowing([long], ours_waiting=149.0, outranked=never) is None
     # ... and gives it to one whose path is as long as its own would be without it.
-    assert narrowing([long], ours_waiting=150.0, outranked=never) is long
+    assert narrowing([long], ours_waiting=150.0, outranked=never) == (long, "own")
     # A waiter of the machine ranked between the two: the lower one gives back.
-    assert narrowing([long, short], ours_waiting=None, outranked=lambda p: p < 100.0) is short
-    assert narrowing([long], ours_waiting=None, outranked=lambda p: p < 100.0) is None
+    assert narrowing([long, short], ours_waiting=None, outranked=below(100.0)) == (short, "rank")
+    assert narrowing([long], ours_waiting=None, outranked=below(100.0)) is None
     # A waiter of the machine takes a core only at MARGIN times the rank it is held at (150 s
     # here): one a hair above, as a host compile stopped for a split step is, waits, so that it
     # does not take back by a near-equal rank the core it gave and be stopped again.
-    assert narrowing([long], ours_waiting=None, outranked=lambda p: p < 151.0) is None
-    assert narrowing([long], ours_waiting=None, outranked=lambda p: p < 150.0 * MARGIN + 0.1) is long
-    assert narrowing([long], ours_waiting=None, outranked=lambda p: p < 150.0 * MARGIN - 0.1) is None
+    assert narrowing([long], ours_waiting=None, outranked=below(151.0)) is None
+    assert narrowing([long], ours_waiting=None, outranked=below(150.0 * MARGIN + 0.1)) == (long, "rank")
+    assert narrowing([long], ours_waiting=None, outranked=below(150.0 * MARGIN - 0.1)) is None
+    # Steps run beyond the pool's size: the pool says so, and the log tells it from a rank.
+    assert narrowing([long, short], ours_waiting=None, outranked=lambda p: "over") == (short, "over")
     # Nothing widened: nothing to give back.
-    assert narrowing([narrow], ours_waiting=400.0, outranked=lambda p: True) is None
+    assert narrowing([narrow], ours_waiting=400.0, outranked=lambda p: "over") is None
 
 
 def test_the_longest_remaining_path_on_the_cores_held_asks_first_and_a_full_step_not_at_all():
@@ -340,7 +347,7 @@ def test_a_step_of_its_own_compile_and_a_better_ranked_waiter_each_take_a_core_b
     grants.poll(ours_waiting=None, priority_of=lambda _: 100.0)
     assert len(pins[1]) == 3
     # FAST_NVCC_LOG's narrowed: each core it gave back, and why
-    assert [why for _, why in grants._running[1].narrowed] == ["waiter", "waiter"]
+    assert [why for _, why in grants._running[1].narrowed] == ["own", "own"]
     grants.close()
     assert slots.free == 2  # its own step's slot is the runner's to give back
 
@@ -378,7 +385,7 @@ def test_a_step_that_gives_a_core_to_a_better_waiter_still_asks_at_its_rank(tmp_
     assert slots.asked == (grant.asking, grant.asking)  # refused a fourth: it asks, and may stop a step
     slots.waiter = grant.holding * MARGIN + 1.0  # a waiter well above its last core
     grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=busy.get)
-    assert len(pins[1]) == 2 and slots.free == 1 and grant.narrowed[-1][1] == "waiter"
+    assert len(pins[1]) == 2 and slots.free == 1 and grant.narrowed[-1][1] == "rank"
     assert slots.asked == (grant.asking, grant.asking)
     grants.close()
     assert slots.asked == (None, None)
