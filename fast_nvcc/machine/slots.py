@@ -57,6 +57,12 @@ class Slots:
     def withdraw(self) -> None:
         """This process waits for no slot now."""
 
+    def wait_at(self, priority: float | None, *, pole: bool = False) -> None:
+        """This process waits on the board at ``priority`` (as :meth:`try_acquire` would post it,
+        taking nothing), or, None, for no slot (:meth:`withdraw`)."""
+        if priority is None:
+            self.withdraw()
+
     def competes(self) -> bool:
         """Does a step of this compile, which has run steps already, compete by rank for every
         slot, its next step included (rather than keep the slot its last step held)?"""
@@ -207,6 +213,12 @@ class PoolSlots(Slots):
 
     def withdraw(self) -> None:
         self.board.withdraw()
+
+    def wait_at(self, priority: float | None, *, pole: bool = False) -> None:
+        if priority is None:
+            self.withdraw()
+        else:
+            self.board.post(priority, first=self._ask(pole) is not Ask.EXTRA)
 
     def left(self, seconds: float) -> None:
         self.work_left.tell(seconds)

@@ -511,3 +511,64 @@ def test_a_step_stopped_for_a_split_step_is_killed_with_the_run_when_that_step_f
     assert result.returncode == 3 and cicc.state is State.FAILED
     assert host.yields >= 1 and host.state is State.KILLED
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_a_stopped_step_that_gives_way_leaves_no_request_on_the_board(tmp_path):
+    """TE's seven learned build (2026-12-05, round 43): the host compiles stopped from 8 s to 99 s
+    for split ciccs, and in that time the ciccs gave a core back for "rank" 714 times, each taking
+    it back 0.1 s later: a stopped host compile let go on for a turn (no split step asked then),
+    refused a slot, kept its request on the board at its rank while it gave way again, and every
+    split step holding a core below that rank gave the core to a waiter that would not take it.
+    Here another compile's split cicc asks (the host compile stops), stops asking while the
+    pool's one slot is taken (the host compile waits for it on the board), and asks again: the
+    host compile gives way, and its request leaves the board."""
+    from fast_nvcc.machine.pool_files import RequestBoard, Told
+    from fast_nvcc.machine.slots import PoolSlots
+
+    pool = tmp_path / "pool"
+    host = sh_task(0, "for i in $(seq 50); do sleep 0.1; done", kind=Kind.HOST_COMPILE)  # 5 s, its stops left out
+    dag = Dag((host,), (frozenset(),))
+    slots = PoolSlots(str(pool), 1, saturated=lambda: False)
+    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=4, priorities=[10.0],
+                    work=[10.0], internal=Internal(), slots=slots, stdout=io.BytesIO(), stderr=io.BytesIO())  # fmt: skip
+    other = os.getpid() + 1  # the other compile's split cicc, as it tells the pool
+    ask, stop = (Told(str(pool / "asks"), prefix, owner=other) for prefix in ("a-", "s-"))
+    board = RequestBoard(str(pool / "requests"))
+    holder = PoolSlots(str(pool), 1)  # ... and what takes the slot the host compile gave
+    seen: dict[str, bool] = {}
+
+    def wait_for(condition, timeout=10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def ours_waits() -> bool:
+        return str(os.getpid()) in board.waiting()
+
+    def choreography() -> None:
+        record = runner.records[0]
+        seen["started"] = wait_for(lambda: record.start is not None)
+        ask.tell(100.0), stop.tell(100.0)
+        seen["stopped"] = wait_for(lambda: record.yields >= 1)
+        seen["taken"] = wait_for(lambda: holder.try_acquire(0.0))
+        ask.tell(None), stop.tell(None)  # no ask: it would go on, and finds no slot
+        seen["waits"] = wait_for(ours_waits)
+        ask.tell(100.0), stop.tell(100.0)  # it gives way again
+        seen["left the board"] = wait_for(lambda: not ours_waits(), timeout=3.0)
+        ask.tell(None), stop.tell(None)
+        holder.release_all()
+
+    thread = threading.Thread(target=choreography, daemon=True)
+    thread.start()
+    try:
+        result = runner.run()
+    finally:
+        thread.join(30)
+        runner.close()
+        for each in (slots, holder, ask, stop):
+            each.close()
+    assert seen == {"started": True, "stopped": True, "taken": True, "waits": True, "left the board": True}
+    assert result.returncode == 0 and result.records[0].state is State.DONE
