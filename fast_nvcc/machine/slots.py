@@ -129,8 +129,7 @@ class Slots:
 class PoolSlots(Slots):
     """The machine-wide pool, shared by every fast_nvcc process of the user: ``size`` lock
     files (a slot is an ``flock`` on one), a board of ranked requests, and markers of what the
-    slots are used for.  This class holds the rules; the files they read and write are
-    :mod:`.pool_files`'s.
+    slots are used for: the rules are here, the files they read and write :mod:`.pool_files`'s.
 
     * **A compile's first step never waits for another compile's extra steps.**  When no slot
       is free it may run *over* the pool, as long as fewer compiles run over it than there are
@@ -138,22 +137,19 @@ class PoolSlots(Slots):
       until the pool is back under its size.  So at most ``size`` commands run at once, plus at
       most one first step per extra step that was running when its compile arrived.
     * **A free slot goes to the best-ranked waiter of the whole machine.**  A process that wants
-      a slot posts a request whose file *name* is its rank, so one directory listing sorts every
-      waiter, and holds an ``flock`` on it, so the request of a dead process is seen as such (and
-      removed) by the next reader.  The rank, best first: a compile that runs nothing (or,
-      with FAST_NVCC_SPLIT_EARLY=1, a running split step that wants another core: :class:`Ask`)
-      before one that wants an extra step; then the longer remaining path through its own
-      compile (learned costs, or per-tool defaults); then the earlier request.  A process takes
-      a free slot only when fewer live requests rank ahead of it than there are free slots.  So
-      with that setting rule 1 yields to a split step whose path is longer than the waiting
-      compile's: that compile has slack, the split step is the build's tail (docs/scheduling.md;
-      not the default yet).
+      a slot posts a request whose file *name* is its rank (one listing sorts every waiter) and
+      holds an ``flock`` on it (the next reader removes a dead process's).  The rank, best first:
+      a compile that runs nothing (or, with FAST_NVCC_SPLIT_EARLY=1, a running split step that
+      wants another core: :class:`Ask`) before one that wants an extra step; then the longer
+      remaining path through its compile (learned costs, or per-tool defaults); then the earlier
+      request.  A process takes a free slot only when fewer live requests rank ahead of it than
+      there are free slots: with that setting rule 1 yields to a split step on a longer path,
+      the build's tail (docs/scheduling.md; not the default yet).
     * **While the build tool holds compiles back, the compile nearest its end finishes first.**
-      When ninja (or make without a jobserver) runs as many jobs as its ``-j`` allows, it starts
-      no further compile until one ends.  Then the DRAIN_COMPILES compiles with the least work
-      left (each posts it under ``work/``) may run extra steps over the pool, ``size // 5`` of
-      them on the machine in all and none while a compile waits for its first step, so that
-      they end sooner and the tool starts the next ones (a long pole it held back, perhaps).
+      When ninja (or make without a jobserver) is at its ``-j``, it starts no compile until one
+      ends: the DRAIN_COMPILES compiles with the least work left (``work/``) may then run
+      ``size // 5`` extra steps over the pool in all, none while a compile waits for its first
+      step, so that the tool starts the next ones (a long pole it held back, perhaps) sooner.
     * **A split step's threads may take a core from a step with slack** (:mod:`fast_nvcc.run.yielding`):
       a split step refused a core posts its ask (``asks/``), every compile its lowest step that
       could stop (``slack/``); an extra step leaves free slots to the asks ranked above it.
@@ -216,9 +212,8 @@ class PoolSlots(Slots):
 
     def wait_at(self, priority: float | None, *, pole: bool = False) -> None:
         if priority is None:
-            self.withdraw()
-        else:
-            self.board.post(priority, first=self._ask(pole) is not Ask.EXTRA)
+            return self.withdraw()
+        self.board.post(priority, first=self._ask(pole) is not Ask.EXTRA)
 
     def left(self, seconds: float) -> None:
         self.work_left.tell(seconds)

@@ -124,11 +124,7 @@ class Holdings:
             rank = self.rank_of(task_id)
             best_ask = self.slots.yield_to()[0] if task_id in self.paused else None
             if task_id in self.paused and gives_way(rank, best_ask=best_ask, build_left=self.build_left):
-                # The slot it gave is for the split step that asked (yielding.gives_way), and it
-                # waits on the board for none (ours waits at our split step's ask, if one asks):
-                # a request it left there at a turn that let it go on and found no slot made every
-                # split step that held a core below its rank give that core to a waiter that would
-                # not take it (TE's seven learned build, round 43: 714 such narrowings in 60 s).
+                # the slot it gave is the asker's, and it waits for none (yielding.gives_way)
                 self.slots.wait_at(self.grants.asking if self.grants is not None else None, pole=True)
                 return False
             if not self.admission.reserve(task, rank, now=self.now(), short=short, memory=task_id not in self.paused):

@@ -101,7 +101,9 @@ def gives_way(rank: float, *, best_ask: float | None, build_left: float | None) 
     at the next turn, before the split step's grant (polled a tenth of a second apart) could
     widen onto it, and was stopped again at the next look (TE's seven learned build,
     2026-11-29: host compiles stopped 6 to 13 times, most stops ending within a second of the
-    last)."""
+    last).  While it gives way it waits on the pool's board for no slot (Holdings.take): a
+    request it left there made split steps give cores to a waiter that would not take them
+    (round 43)."""
     return best_ask is not None and best_ask >= rank * MARGIN and has_slack(rank, build_left=build_left)
 
 
