@@ -31,7 +31,7 @@ def cache_dir(tmp_path) -> Path:
 def cached_compile(nvcc, sources, tmp_path, cache_dir, args, *, env=None, split=False):
     """One fast_nvcc --cache compile, the host compile unsplit unless ``split`` (split around
     fatbinary); returns (outcome, {tool: (hits, misses)})."""
-    log = tmp_path / "log.jsonl"
+    log = log_of(tmp_path)
     log.unlink(missing_ok=True)
     outcome = run_tool(
         fast_nvcc_command(nvcc, args, ["--cache"]),
@@ -41,14 +41,23 @@ def cached_compile(nvcc, sources, tmp_path, cache_dir, args, *, env=None, split=
              **({} if split else {"FAST_NVCC_SPLIT_HOST": "0"}),
              **(env or {})},
     )  # fmt: skip
-    record = json.loads(log.read_text())
+    record = last_record(tmp_path)
     tools = {tool: (c["hits"], c["misses"]) for tool, c in record.get("cache", {}).get("tools", {}).items()}
     return outcome, tools
 
 
+def log_of(tmp_path) -> Path:
+    return tmp_path / "log.jsonl"
+
+
+def last_record(tmp_path) -> dict:
+    """FAST_NVCC_LOG's record of the last cached_compile."""
+    return json.loads(log_of(tmp_path).read_text())
+
+
 def steps_of(tmp_path):
     """What each step of the last cached_compile did: tool, state, cached, and any guess or stop."""
-    record = json.loads((tmp_path / "log.jsonl").read_text())
+    record = last_record(tmp_path)
     keep = ("tool", "arch", "state", "cached", "guess_failed", "memory_evicted", "oom_rerun", "stops_at")
     return [{k: s[k] for k in keep if k in s} for s in record["steps"]]
 
