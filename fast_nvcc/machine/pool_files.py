@@ -154,6 +154,21 @@ class SlotLocks:
         self._fds.clear()
 
 
+class Request(NamedTuple):
+    """A waiter on the board, as its request's name tells it: its rank (seconds of remaining
+    path), whether it asks for a compile's first step (or a split step's core beside them), and
+    its process."""
+
+    rank: float
+    first: bool
+    pid: int
+
+    @classmethod
+    def of(cls, name: str) -> Request:
+        key, inverse, _since, pid = name.split("-")
+        return cls((_PRIORITY_SPAN - int(inverse)) / 1000, key == "r0", int(pid))
+
+
 class RequestBoard:
     """The waiters of the whole machine: a request's file *name* is its rank, so one listing
     sorts them; this process has at most one request on the board."""
@@ -218,6 +233,11 @@ class RequestBoard:
     def others_before(self, name: str) -> bool:
         """Does a live request of another process rank before ``name``?"""
         return any(other < name for other in self._others())
+
+    def best_before(self, name: str) -> Request | None:
+        """The best-ranked live request of another process, if it ranks before ``name``."""
+        best = min(self._others(), default=None)
+        return None if best is None or best >= name else Request.of(best)
 
     def first_steps_waiting(self) -> bool:
         """Does a compile wait for its first step (or, under FAST_NVCC_SPLIT_EARLY=1, a split

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from .buildtool import Saturation
-from .pool_files import Claim, RequestBoard, ScalesTold, SlotLocks, Told, WorkLeft, live
+from .pool_files import Claim, Request, RequestBoard, ScalesTold, SlotLocks, Told, WorkLeft, live
 from .pool_rules import Admit, Ask, admit, slots_wanted
 
 
@@ -53,6 +53,12 @@ class Slots:
         (fast_nvcc.run.core_grants), and why: "rank" (a better claim waits) or "over" (steps
         run beyond the pool's size); None: it keeps the core."""
         return "rank" if self.outranked(priority) else None
+
+    def waiter_before(self, priority: float, *, pole: bool = False) -> Request | None:
+        """The best waiter of another compile ranked before a split step's core held at
+        ``priority``, that :meth:`claimed` gave it back to for "rank" (FAST_NVCC_LOG's
+        ``narrowed``); None: none, or only the machine-wide pool can tell."""
+        return None
 
     def withdraw(self) -> None:
         """This process waits for no slot now."""
@@ -335,6 +341,9 @@ class PoolSlots(Slots):
     def _waits_before(self, priority: float, ask: Ask) -> bool:
         """Is another compile's request on the board ranked before ``ask`` at ``priority``?"""
         return self.board.others_before(self.board.rank_name(priority, first=ask is not Ask.EXTRA))
+
+    def waiter_before(self, priority: float, *, pole: bool = False) -> Request | None:
+        return self.board.best_before(self.board.rank_name(priority, first=self._ask(pole) is not Ask.EXTRA))
 
     def claimed(self, priority: float, *, pole: bool = False) -> str | None:
         """As outranked, and why ("rank", "over"), except that a step which started over the

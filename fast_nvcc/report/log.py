@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..graph.tasks import RUNS_TOOL
+from ..run.task_records import Narrowed
 from .run_report import RunReport, StepReport
 
 
@@ -131,9 +132,17 @@ def _step_fields(s: StepReport) -> dict[str, Any]:
         **({"guess_failed": s.guess_failed, "guess_lost": round(s.guess_lost, 6)} if s.guess_failed else {}),
         **({"cores": s.cores, "cores_at": [[round(t, 6), n] for t, n in s.core_timeline],
             "serial_seconds": round(s.serial_seconds, 3), "cores_idle_seconds": round(s.cores_idle, 3)} if s.cores else {}),
-        **({"narrowed": [[round(t, 6), why] for t, why in s.narrowed]} if s.narrowed else {}),
+        **({"narrowed": [narrowed_entry(n) for n in s.narrowed]} if s.narrowed else {}),
         **({"longest": True} if s.longest else {}),
     }
+
+
+def narrowed_entry(narrowed: Narrowed) -> list[Any]:
+    """``[seconds, why]``, and for a core given to the pool's waiter (``rank``) that waiter's
+    rank and process: ``[seconds, "rank", its rank, its pid]`` (docs/options.md)."""
+    when, why, waiter = narrowed
+    entry: list[Any] = [round(when, 6), why]
+    return entry if waiter is None else [*entry, round(waiter.rank, 3), waiter.pid]
 
 
 def append_log(path: str, record: Mapping[str, Any]) -> None:

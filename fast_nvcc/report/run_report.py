@@ -12,7 +12,7 @@ from ..errors import FastNvccError
 from ..files import write_atomically
 from ..graph.paths import critical_path
 from ..graph.tasks import Action, Dag
-from ..run.task_records import Record, State
+from ..run.task_records import Narrowed, Record, State
 
 
 class ReportError(FastNvccError):
@@ -59,7 +59,7 @@ class StepReport(NamedTuple):
     core_timeline: tuple[tuple[float, int], ...] = ()  # a split step: (seconds into the run, cores) at each change
     serial_seconds: float = 0.0  # ... and how long its threads ran one at a time
     cores_idle: float = 0.0  # ... and the core-seconds the kernel saw its cores idle
-    narrowed: tuple[tuple[float, str], ...] = ()  # ... and when and why it gave cores back
+    narrowed: tuple[Narrowed, ...] = ()  # ... and when and why it gave cores back
     longest: bool = False  # ... and whether it asked on a core per thread (core_grants.Grant.longest)
 
     @property

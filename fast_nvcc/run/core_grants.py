@@ -75,6 +75,7 @@ from .yielding import MARGIN
 
 if TYPE_CHECKING:
     from .admission import Admission
+    from .task_records import Narrowed
 
 class Grant:
     """A running split step and the cores it holds (``cores[0]`` is its own step's)."""
@@ -119,10 +120,11 @@ class Grant:
         self.locked: set[int] = set()  # those of ``cores`` we hold an flock on
         self.again = 0  # polls left to hold its threads again (threads made while we held them)
         self.timeline: list[tuple[float, int]] = []  # (when, cores) at each change
-        # (when, why) it gave cores back: "idle" (its threads left them unused), "own" (a step of
-        # its compile waits), "rank" (a better-ranked one of the pool waits), "over" (steps run
-        # beyond the pool's size), "jobserver" (make's tokens)
-        self.narrowed: list[tuple[float, str]] = []
+        # (when, why, for whom) it gave cores back: "idle" (its threads left them unused), "own"
+        # (a step of its compile waits), "rank" (a better-ranked one of the pool waits: its
+        # request, where the pool tells it), "over" (steps run beyond the pool's size),
+        # "jobserver" (make's tokens)
+        self.narrowed: list[Narrowed] = []
         # Its threads running or waiting for a core at the last look (None: unknown).
         self.runnable: int | None = None
         self.idle_looks = 0  # looks in a row that found it holding more cores than it wants
@@ -336,7 +338,7 @@ class Grants:
             self._yielded = time.monotonic()  # (short_steps_free: the pool, which ranks its waiters)
             for grant in self._running.values():
                 if grant.width > 1:
-                    grant.narrowed.append((self.now(), "jobserver"))
+                    grant.narrowed.append((self.now(), "jobserver", None))
                     while grant.width > 1:
                         self._drop_core(grant)
                         self.admission.narrow()
@@ -344,7 +346,7 @@ class Grants:
             self._pin(changed)
             return
         for grant, count in idle(self._running.values()):
-            grant.narrowed.append((self.now(), "idle"))
+            grant.narrowed.append((self.now(), "idle", None))
             for _ in range(count):
                 self._drop_core(grant)
                 self.admission.narrow()
@@ -354,7 +356,10 @@ class Grants:
                              outranked=functools.partial(self.admission.slots.claimed, pole=True))  # fmt: skip
         if narrowed is not None:
             give_back, why = narrowed
-            give_back.narrowed.append((self.now(), why))
+            # (for whom: two split steps of two compiles gave a core each to one waiter at once,
+            # and took it back a tenth of a second later, docs/benchmarks.md round 44)
+            waiter = self.admission.slots.waiter_before(give_back.holding * MARGIN, pole=True) if why == "rank" else None
+            give_back.narrowed.append((self.now(), why, waiter))
             self._drop_core(give_back)
             self.admission.narrow()
             changed.append(give_back)

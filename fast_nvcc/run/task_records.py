@@ -4,7 +4,14 @@ FAST_NVCC_LOG and the reports read."""
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from ..machine.pool_files import Request
+
+# When a split step gave cores back, why ("idle", "own", "rank", "over", "jobserver":
+# fast_nvcc.run.core_grants), and for "rank" the pool's waiter it gave way to, where known.
+Narrowed = tuple[float, str, "Request | None"]
 
 
 class State(enum.Enum):
@@ -84,7 +91,7 @@ class Record:
         self.core_timeline: list[tuple[float, int]] = []
         self.serial_seconds = 0.0  # ... and how long its threads ran one at a time (Grant.serial_seconds)
         self.cores_idle = 0.0  # ... and how long the kernel saw its cores idle (Grant.cores_idle)
-        self.narrowed: list[tuple[float, str]] = []  # ... and when and why it gave cores back (Grant.narrowed)
+        self.narrowed: list[Narrowed] = []  # ... and when and why it gave cores back (Grant.narrowed)
         self.longest = False  # ... and whether it asked on a core per thread (Grant.longest)
         self.over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
         self.nice = 0  # started at a lower CPU priority: its compile had slack (fast_nvcc.run.niceness)

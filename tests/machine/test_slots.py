@@ -20,6 +20,7 @@ import psutil
 import pytest
 from helpers import fast_nvcc_command
 
+from fast_nvcc.machine.pool_files import Request
 from fast_nvcc.machine.jobserver import JobserverSlots, jobserver_from_makeflags
 from fast_nvcc.machine.slot_choice import slots_from_environment
 from fast_nvcc.machine.slots import Admit, Ask, PoolSlots, admit
@@ -225,9 +226,13 @@ def test_a_split_steps_core_yields_by_rank_alone(tmp_path):
     shorter = start_waiter(tmp_path, "shorter", 5.0, size=4)
     wait_for(lambda: requests_on_board(tmp_path) == 1)
     assert not split.claimed(20.0, pole=True)
+    assert split.waiter_before(20.0, pole=True) is None
     longer = start_waiter(tmp_path, "longer", 50.0, size=4)
     wait_for(lambda: requests_on_board(tmp_path) == 2)
     assert split.claimed(20.0, pole=True) == "rank"
+    # and to whom (FAST_NVCC_LOG's narrowed): the best of the waiters before it, as it posted
+    assert split.waiter_before(20.0, pole=True) == Request(50.0, True, longer.pid)
+    assert split.waiter_before(60.0, pole=True) is None
     for slots in (split, other, filler):
         slots.close()
     for proc in (shorter, longer):
