@@ -31,7 +31,8 @@
 #     setsid sh benchmarks/te_split.sh /tmp/te-split > /dev/null 2>&1 < /dev/null &
 # which lasts only while each next call comes within the device's 30 idle seconds (on
 # 2026-11-25 the second call came too late, and the series was lost with its machine),
-# and later calls copy /tmp/te-split (progress, *.json, *.out, logs-*/) while it runs. STEPS picks
+# and later calls copy /tmp/te-split (progress, *.json, *.out, logs-*/) while it runs
+# (benchmarks/te_collect.sh, which ends at once on a fresh machine). STEPS picks
 # some of: subset-split subset-nvcc cast-split adam subset-fast cast-nvcc (the default, in the
 # order of what each answers first), subset-wide (fast_nvcc at ninja -j64: every compile visible
 # at once), quick (one small source, for a 2-core machine). The repository is copied first, so
