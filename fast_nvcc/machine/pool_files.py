@@ -230,10 +230,6 @@ class RequestBoard:
         """How many live requests of other processes rank before ``name``."""
         return sum(1 for other in live(self.directory, "r") if other < name)
 
-    def others_before(self, name: str) -> bool:
-        """Does a live request of another process rank before ``name``?"""
-        return any(other < name for other in self._others())
-
     def best_before(self, name: str) -> Request | None:
         """The best-ranked live request of another process, if it ranks before ``name``."""
         best = min(self._others(), default=None)

@@ -334,30 +334,27 @@ class PoolSlots(Slots):
         return Claim.make(os.path.join(self.marks, f"{what}-{os.getpid()}-{next(_SERIALS)}"))
 
     def outranked(self, priority: float) -> bool:
-        if self._waits_before(priority, self._ask(pole=False)):
-            return True
-        return bool(live(self.marks, "over-"))  # the pool is over its size: no extra step
+        # (or the pool is over its size: no extra step)
+        return self._waits_before(priority, self._ask(pole=False)) is not None or bool(live(self.marks, "over-"))
 
-    def _waits_before(self, priority: float, ask: Ask) -> bool:
-        """Is another compile's request on the board ranked before ``ask`` at ``priority``?"""
-        return self.board.others_before(self.board.rank_name(priority, first=ask is not Ask.EXTRA))
+    def _waits_before(self, priority: float, ask: Ask) -> Request | None:
+        """Another compile's best request on the board, if ranked before ``ask`` at ``priority``."""
+        return self.board.best_before(self.board.rank_name(priority, first=ask is not Ask.EXTRA))
 
     def waiter_before(self, priority: float, *, pole: bool = False) -> Request | None:
-        return self.board.best_before(self.board.rank_name(priority, first=self._ask(pole) is not Ask.EXTRA))
+        return self._waits_before(priority, self._ask(pole))
 
     def claimed(self, priority: float, *, pole: bool = False) -> str | None:
         """As outranked, and why ("rank", "over"), except that a step which started over the
-        pool's size (while it was full) keeps its mark until it ends: once as many slots are
-        free as such steps run, nobody runs beyond the size any more.  Counted as over for all their time, such steps
-        kept every split step near one core while cores were idle (docs/benchmarks.md).  A
-        ``pole``'s core yields by rank alone: the steps over the pool end by themselves."""
+        pool's size (while it was full) counts only until as many slots are free as such steps
+        run: counted as over all their time, they kept every split step near one core while
+        cores were idle (docs/benchmarks.md).  A ``pole``'s core yields by rank alone."""
         ask = self._ask(pole)
-        if self._waits_before(priority, ask):
+        if self._waits_before(priority, ask) is not None:
             return "rank"
         if ask is Ask.POLE:
             return None
-        over = len(live(self.marks, "over-"))
-        if not over:
+        if not (over := len(live(self.marks, "over-"))):
             return None
         free = self.locks.lock_free(over, skip={h.slot for h in self._holds})
         for slot in free:
