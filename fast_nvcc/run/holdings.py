@@ -16,7 +16,7 @@ from ..machine.slots import Slots, pool_directory
 from ..plan.split_option import SERIAL_SHARE, split_threads
 from ..settings import switch
 from .admission import Admission
-from .core_grants import Grants, runnable_threads
+from .core_grants import Grants, runnable_threads, waits_for_own_ask
 from .dispatch import Turn
 from .handlers import Handler
 from .niceness import nice_for
@@ -126,6 +126,10 @@ class Holdings:
             if task_id in self.paused and gives_way(rank, best_ask=best_ask, build_left=self.build_left):
                 # the slot it gave is the asker's, and it waits for none (yielding.gives_way)
                 self.slots.wait_at(self.grants.asking if self.grants is not None else None, pole=True)
+                return False
+            asking = self.grants.asking if self.grants is not None else None
+            if task_id not in self.paused and waits_for_own_ask(rank, asking=asking, short=short):
+                self.slots.wait_at(asking, pole=True)  # the run's request stays at its split step's rank
                 return False
             if not self.admission.reserve(task, rank, now=self.now(), short=short, memory=task_id not in self.paused):
                 return False

@@ -513,6 +513,60 @@ def test_a_step_stopped_for_a_split_step_is_killed_with_the_run_when_that_step_f
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
 
+def test_a_ready_step_leaves_the_runs_request_at_its_split_steps_ask(tmp_path):
+    """TE's whole library split (2026-12-07, round 47): swiglu_grouped.cu's split ptxas asked for
+    a core while its host compile waited, and the board, which holds one request per process,
+    showed the ptxas's rank one moment and the host compile's the next; cast_grouped.cu's split
+    ptxas gave it a core 88 times in 19 s and took it back each time.  Here the pool's second slot
+    is held elsewhere while our split cicc's two threads want two cores and our host compile
+    (ranked far below) waits: our request stays at the cicc's ask, and the slot, once free, is
+    the cicc's."""
+    from fast_nvcc.machine.pool_files import RequestBoard
+    from fast_nvcc.machine.slots import PoolSlots
+
+    pool = tmp_path / "pool"
+    busy = "timeout 2 sh -c 'while :; do :; done'"
+    tasks = (sh_task(0, f"sleep 0.2; {busy} & {busy} & wait", "-split-compile", "2", kind=Kind.CICC),
+             sh_task(1, "timeout 0.5 sh -c 'while :; do :; done'; true", kind=Kind.HOST_COMPILE))  # fmt: skip
+    dag = Dag(tasks, (frozenset(), frozenset()))
+    slots = PoolSlots(str(pool), 2, saturated=lambda: True)
+    holder = PoolSlots(str(pool), 2)  # another compile's step, on the pool's second slot
+    assert holder.try_acquire(0.0)
+    holder.withdraw()
+    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=4, priorities=[100.0, 10.0],
+                    work=[50.0, 5.0], internal=Internal(), slots=slots, stdout=io.BytesIO(), stderr=io.BytesIO())  # fmt: skip
+    board = RequestBoard(str(pool / "requests"))
+    ranks: list[float] = []
+    released: list[float] = []
+
+    def choreography() -> None:
+        cicc = runner.records[0]
+        deadline = time.monotonic() + 10
+        while (cicc.start is None or runner._now() - cicc.start < 1.0) and time.monotonic() < deadline:
+            rank = board.waiting().get(str(os.getpid()))
+            if rank is not None and cicc.start is not None:
+                ranks.append(rank)
+            time.sleep(0.01)
+        released.append(runner._now())
+        holder.release_all()
+
+    thread = threading.Thread(target=choreography, daemon=True)
+    thread.start()
+    try:
+        result = runner.run()
+    finally:
+        thread.join(30)
+        runner.close()
+        slots.close()
+        holder.close()
+    cicc, host = result.records
+    assert result.returncode == 0 and host.state is State.DONE
+    asked = ranks[ranks.index(100.0):] if 100.0 in ranks else []  # from the cicc's first ask on
+    assert asked and min(asked) > 10.0, ranks  # never the host compile's rank
+    assert cicc.cores == 2 and host.start > released[0]
+    assert max(t for t, width in cicc.core_timeline if width == 2) < host.start or host.start >= cicc.end
+
+
 def test_a_stopped_step_that_gives_way_leaves_no_request_on_the_board(tmp_path):
     """TE's seven learned build (2026-12-05, round 43): the host compiles stopped from 8 s to 99 s
     for split ciccs, and in that time the ciccs gave a core back for "rank" 714 times, each taking
