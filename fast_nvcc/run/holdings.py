@@ -16,7 +16,7 @@ from ..machine.slots import Slots, pool_directory
 from ..plan.split_option import SERIAL_SHARE, split_threads
 from ..settings import switch
 from .admission import Admission
-from .core_grants import Grants, runnable_threads, waits_for_own_ask
+from .core_grants import Grants, runnable_threads
 from .dispatch import Turn
 from .handlers import Handler
 from .niceness import nice_for
@@ -32,6 +32,7 @@ from .yielding import (
     going_on_rank,
     has_slack,
     to_stop,
+    waits_for_own_ask,
     why_going_on,
 )
 
@@ -123,13 +124,10 @@ class Holdings:
         if handler.takes_slot:  # (a step stopped for a split step held a slot: _candidates)
             rank = self.rank_of(task_id)
             best_ask = self.slots.yield_to()[0] if task_id in self.paused else None
-            if task_id in self.paused and gives_way(rank, best_ask=best_ask, build_left=self.build_left):
-                # the slot it gave is the asker's, and it waits for none (yielding.gives_way)
-                self.slots.wait_at(self.grants.asking if self.grants is not None else None, pole=True)
-                return False
             asking = self.grants.asking if self.grants is not None else None
-            if task_id not in self.paused and waits_for_own_ask(rank, asking=asking, short=short):
-                self.slots.wait_at(asking, pole=True)  # the run's request stays at its split step's rank
+            if (gives_way(rank, best_ask=best_ask, build_left=self.build_left) if task_id in self.paused
+                    else waits_for_own_ask(rank, asking=asking, short=short)):
+                self.slots.wait_at(asking, pole=True)  # the slot is the asker's (gives_way, waits_for_own_ask)
                 return False
             if not self.admission.reserve(task, rank, now=self.now(), short=short, memory=task_id not in self.paused):
                 return False
@@ -200,8 +198,7 @@ class Holdings:
             self.memory.release(task.id, rss_kb=record.max_rss_kb if ran else None)
 
     def killed_for_memory(self, task: Task, returncode: int) -> bool:
-        """(On the task's thread.)  Was ``task`` killed by the kernel for memory, and does it get
-        one more run?  Then it is marked to run again."""
+        """(On its thread.)  Was ``task`` killed for memory, and does it run again (marked so)?"""
         if self.memory is None or self.processes.killed(task.id):
             return False
         record = self.records[task.id]

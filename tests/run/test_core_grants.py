@@ -28,7 +28,7 @@ from fast_nvcc.plan.split_option import SERIAL_SHARE, matches, settings, split_t
 from fast_nvcc.run.admission import Admission
 from fast_nvcc.run.holdings import Holdings
 from fast_nvcc.run.core_grants import (Grant, Grants, asks_on, idle, narrowing, on_cores, runnable_threads,
-                                       waits_for_own_ask, widening_order)
+                                       widening_order)
 from fast_nvcc.run.yielding import MARGIN
 
 # What fast_nvcc itself decides: against the first toolchain (conftest).
@@ -801,15 +801,3 @@ def test_under_a_jobserver_the_extra_tokens_go_back_every_few_seconds(tmp_path):
     assert len(pins[1]) == 2 and slots.free == 0  # the rest taken again
     grants.close()
 
-
-@pytest.mark.parametrize(
-    "rank, asking, short, waits",
-    [
-        (10.0, 100.0, False, True),  # the run's split step asks at a better rank: the board keeps that
-        (10.0, None, False, False),  # no split step of the run asks
-        (120.0, 100.0, False, False),  # the ready step ranks better: it asks the pool itself
-        (10.0, 100.0, True, False),  # a step a moment long takes its slot as before
-    ],
-)
-def test_a_ready_step_waits_for_its_own_split_steps_better_ask(rank, asking, short, waits):
-    assert waits_for_own_ask(rank, asking=asking, short=short) is waits

@@ -10,6 +10,7 @@ from fast_nvcc.run.yielding import (
     going_on_rank,
     has_slack,
     to_stop,
+    waits_for_own_ask,
     why_going_on,
 )
 
@@ -89,3 +90,16 @@ def test_the_builds_end_is_every_compiles_work_left_now_over_the_cores(tmp_path)
     assert ours.soonest() == pytest.approx(60.0 / 4)
     theirs.close()
     assert ours.soonest() is None and not list((tmp_path / "left").iterdir())
+
+
+@pytest.mark.parametrize(
+    "rank, asking, short, waits",
+    [
+        (10.0, 100.0, False, True),  # the run's split step asks at a better rank: the board keeps that
+        (10.0, None, False, False),  # no split step of the run asks
+        (120.0, 100.0, False, False),  # the ready step ranks better: it asks the pool itself
+        (10.0, 100.0, True, False),  # a step a moment long takes its slot as before
+    ],
+)
+def test_a_ready_step_waits_for_its_own_split_steps_better_ask(rank, asking, short, waits):
+    assert waits_for_own_ask(rank, asking=asking, short=short) is waits
