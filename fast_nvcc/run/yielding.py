@@ -27,7 +27,8 @@ path is much shorter:
   rank falls below it with the work its threads have done (learned builds:
   :meth:`ReadyQueue.remaining <fast_nvcc.run.ready_queue.ReadyQueue.remaining>`).  While one is stopped
   its compile never asks for a first step (:attr:`fast_nvcc.machine.slots.Slots.paused`): rule
-  1 is for compiles that have run nothing.
+  1 is for compiles that have run nothing.  A ready step of the compile that ranks below its
+  own split step's ask waits too, not asking the pool (:func:`waits_for_own_ask`).
 * **What it costs.**  The stopped step keeps its memory (as one stopped by the memory guard,
   :mod:`fast_nvcc.machine.pressure`), and its time stopped is not its cost: the records keep
   it apart (``yielded``), and history learns the step's running time.
@@ -174,12 +175,13 @@ class BuildLeft:
 
 def waits_for_own_ask(rank: float, *, asking: float | None, short: bool) -> bool:
     """Does a ready step of rank ``rank`` wait, not asking the pool, while a split step of its
-    own run asks for a core at ``asking`` (:attr:`.core_grants.Grants.asking`; None: none asks)?  Yes where
-    the split step ranks better, a step a moment long aside.  The pool's board holds one request
+    own run asks for a core at ``asking`` (:attr:`.core_grants.Grants.asking`; None: none
+    asks)?  Yes where the split step ranks better, a step a moment long aside.  The pool's board
+    holds one request
     per process: a host compile that asked for a slot at its own rank moved the run's request
     below its split step's, so the split steps of other compiles that had given that split step a
     core took the core back at their next poll, and gave it again when the request moved back up
     (TE's whole library split, 2026-12-07, round 47: cast_grouped.cu's split ptxas swung from four
-    cores to one and back 88 times in 19 s for swiglu_grouped.cu's, which stayed on one core
-    until its host compile started, 104 s after it was ready)."""
+    cores to one and back 88 times in 19 s for swiglu_grouped.cu's, which held one core for
+    110 s while its host compile waited 104 s)."""
     return asking is not None and not short and rank < asking
