@@ -513,6 +513,20 @@ def test_a_step_stopped_for_a_split_step_is_killed_with_the_run_when_that_step_f
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
 
+def _run_beside(runner, choreography, *closing):
+    """``runner``'s run while ``choreography`` plays another compile's part on a thread of its own;
+    then the runner and ``closing`` are closed."""
+    thread = threading.Thread(target=choreography, daemon=True)
+    thread.start()
+    try:
+        return runner.run()
+    finally:
+        thread.join(30)
+        runner.close()
+        for each in closing:
+            each.close()
+
+
 def test_a_ready_step_leaves_the_runs_request_at_its_split_steps_ask(tmp_path):
     """TE's whole library split (2026-12-07, round 47): swiglu_grouped.cu's split ptxas asked for
     a core while its host compile waited, and the board, which holds one request per process,
@@ -550,15 +564,7 @@ def test_a_ready_step_leaves_the_runs_request_at_its_split_steps_ask(tmp_path):
         released.append(runner._now())
         holder.release_all()
 
-    thread = threading.Thread(target=choreography, daemon=True)
-    thread.start()
-    try:
-        result = runner.run()
-    finally:
-        thread.join(30)
-        runner.close()
-        slots.close()
-        holder.close()
+    result = _run_beside(runner, choreography, slots, holder)
     cicc, host = result.records
     assert result.returncode == 0 and host.state is State.DONE
     asked = ranks[ranks.index(100.0):] if 100.0 in ranks else []  # from the cicc's first ask on
@@ -615,14 +621,6 @@ def test_a_stopped_step_that_gives_way_leaves_no_request_on_the_board(tmp_path):
         ask.tell(None), stop.tell(None)
         holder.release_all()
 
-    thread = threading.Thread(target=choreography, daemon=True)
-    thread.start()
-    try:
-        result = runner.run()
-    finally:
-        thread.join(30)
-        runner.close()
-        for each in (slots, holder, ask, stop):
-            each.close()
+    result = _run_beside(runner, choreography, slots, holder, ask, stop)
     assert seen == {"started": True, "stopped": True, "taken": True, "waits": True, "left the board": True}
     assert result.returncode == 0 and result.records[0].state is State.DONE
