@@ -177,11 +177,10 @@ def waits_for_own_ask(rank: float, *, asking: float | None, short: bool) -> bool
     """Does a ready step of rank ``rank`` wait, not asking the pool, while a split step of its
     own run asks for a core at ``asking`` (:attr:`.core_grants.Grants.asking`; None: none
     asks)?  Yes where the split step ranks better, a step a moment long aside.  The pool's board
-    holds one request
-    per process: a host compile that asked for a slot at its own rank moved the run's request
-    below its split step's, so the split steps of other compiles that had given that split step a
-    core took the core back at their next poll, and gave it again when the request moved back up
-    (TE's whole library split, 2026-12-07, round 47: cast_grouped.cu's split ptxas swung from four
-    cores to one and back 88 times in 19 s for swiglu_grouped.cu's, which held one core for
-    110 s while its host compile waited 104 s)."""
+    holds one request per process: a host compile that asked for a slot at its own rank moved the
+    run's request below its split step's, so the split steps of other compiles that had given
+    that split step a core took the core back at their next poll, and gave it again when the
+    request moved back up (TE's whole library split, 2026-12-07, round 47: cast_grouped.cu's split
+    ptxas swung from four cores to one and back 88 times in 19 s for swiglu_grouped.cu's, which
+    held one core for 110 s while its host compile waited 104 s)."""
     return asking is not None and not short and rank < asking

@@ -800,4 +800,3 @@ def test_under_a_jobserver_the_extra_tokens_go_back_every_few_seconds(tmp_path):
     grants.poll(ours_waiting=None, priority_of=lambda _: 100.0)
     assert len(pins[1]) == 2 and slots.free == 0  # the rest taken again
     grants.close()
-
