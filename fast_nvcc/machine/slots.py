@@ -34,6 +34,10 @@ class Slots:
 
     def __init__(self) -> None:
         self.held = 0  # extra slots currently held
+        # Why the pool's rule said no to the last try_acquire that it refused: (requests ranked
+        # before it, free slots it found, counted up to what it needed, first steps running over
+        # the pool); None where no rule ranks waiters (FAST_NVCC_LOG's ``refused``).
+        self.refusal: tuple[int, int, int] | None = None
 
     def try_acquire(self, priority: float = 0.0, *, pole: bool = False) -> bool:
         """One more slot for a step whose remaining path through its compile is ``priority``
@@ -205,8 +209,7 @@ class PoolSlots(Slots):
         steps take their turn by rank like extra ones.  Rule 1 is for compiles that have run
         nothing; when every compile has started (ninja -j above the compile count, or no build
         tool), keeping a slot between steps only because it was the compile's first one left
-        each compile one step at a time, with idle cores no extra step could take
-        (docs/benchmarks.md)."""
+        each compile one step at a time, with idle cores no extra step could take (docs/benchmarks.md)."""
         if not self._started:
             return False
         if self._saturated is None:
@@ -298,6 +301,7 @@ class PoolSlots(Slots):
         if how is not Admit.SLOT and locked:
             self.locks.unlock(locked[0])
         if how is None:
+            self.refusal = (ahead, len(locked), over)
             return False
         mark = {Admit.SLOT: {Ask.FIRST: None, Ask.POLE: "pole", Ask.EXTRA: "extra"}[ask],
                 Admit.OVER: "over", Admit.DRAIN: "extra-drain"}[how]  # fmt: skip

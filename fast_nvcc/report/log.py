@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..graph.tasks import RUNS_TOOL
-from ..run.task_records import Narrowed
+from ..run.task_records import Narrowed, Refused
 from .run_report import RunReport, StepReport
 
 
@@ -133,6 +133,7 @@ def _step_fields(s: StepReport) -> dict[str, Any]:
         **({"cores": s.cores, "cores_at": [[round(t, 6), n] for t, n in s.core_timeline],
             "serial_seconds": round(s.serial_seconds, 3), "cores_idle_seconds": round(s.cores_idle, 3)} if s.cores else {}),
         **({"narrowed": [narrowed_entry(n) for n in s.narrowed]} if s.narrowed else {}),
+        **({"refused": [refused_entry(r) for r in s.refused]} if s.refused else {}),
         **({"longest": True} if s.longest else {}),
     }
 
@@ -143,6 +144,15 @@ def narrowed_entry(narrowed: Narrowed) -> list[Any]:
     when, why, waiter = narrowed
     entry: list[Any] = [round(when, 6), why]
     return entry if waiter is None else [*entry, round(waiter.rank, 3), waiter.pid]
+
+
+def refused_entry(refused: Refused) -> list[Any]:
+    """``[seconds, why, rank]``: a split step's threads wanted a core it did not get, at that
+    rank, for want of a local slot ("jobs") or a shared one ("slot"), and for the pool's
+    ``[..., ahead, free, over]`` (docs/options.md)."""
+    when, why, pool, rank = refused
+    entry: list[Any] = [round(when, 6), why, round(rank, 3)]
+    return entry if pool is None else [*entry, *pool]
 
 
 def append_log(path: str, record: Mapping[str, Any]) -> None:

@@ -12,7 +12,7 @@ from ..errors import FastNvccError
 from ..files import write_atomically
 from ..graph.paths import critical_path
 from ..graph.tasks import Action, Dag
-from ..run.task_records import Narrowed, Record, State
+from ..run.task_records import Narrowed, Record, Refused, State
 
 
 class ReportError(FastNvccError):
@@ -60,6 +60,7 @@ class StepReport(NamedTuple):
     serial_seconds: float = 0.0  # ... and how long its threads ran one at a time
     cores_idle: float = 0.0  # ... and the core-seconds the kernel saw its cores idle
     narrowed: tuple[Narrowed, ...] = ()  # ... and when and why it gave cores back
+    refused: tuple[Refused, ...] = ()  # ... and why it found no core it wanted
     longest: bool = False  # ... and whether it asked on a core per thread (core_grants.Grant.longest)
 
     @property
@@ -198,6 +199,7 @@ def build_report(
                 serial_seconds=record.serial_seconds,
                 cores_idle=record.cores_idle,
                 narrowed=tuple(record.narrowed),
+                refused=tuple(record.refused),
                 longest=record.longest,
             )
         )

@@ -20,7 +20,7 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   before a compile with a shorter one starts, so the build's longest pole gets its cores while
   other compiles still arrive, not in the tail.  A split step's threads are not all busy all
   the time: cicc runs its front end in one thread and only then optimizes in N, so a grant follows the threads that run or wait
-  for a core (:func:`runnable_threads`): when compiles end and slots fall idle, the long poles
+  for a core (:func:`.step_threads.runnable_threads`): when compiles end and slots fall idle, the long poles
   of the build get them first, up to N, while they can use them.
 * **With FAST_NVCC_LONGEST_FIRST=1** (experimental), a step whose source's split steps all have
   costs of their own in the history (:attr:`Grant.longest`, decided once per compile) asks at its
@@ -54,13 +54,12 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
 
 The rules are :func:`on_cores`, :func:`idle`, :func:`narrowing`, :func:`widening_order` and
 :func:`asks_on` (unit-tested with made-up numbers); :class:`Grants` applies them to a run,
-:func:`runnable_threads` says what a step's threads want, and :func:`hold` sets a process
-tree's affinity.
+:func:`.step_threads.runnable_threads` says what a step's threads want, and
+:func:`.step_threads.hold` sets a process tree's affinity.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import random
@@ -70,12 +69,11 @@ from typing import TYPE_CHECKING
 
 from ..machine.cpus import idle_seconds, usable_cpus
 from ..machine.pool_files import SlotLocks
-from ..machine.process_tree import children_files, state
 from .yielding import MARGIN
 
 if TYPE_CHECKING:
     from .admission import Admission
-    from .task_records import Narrowed
+    from .task_records import Narrowed, Refused
 
 class Grant:
     """A running split step and the cores it holds (``cores[0]`` is its own step's)."""
@@ -92,6 +90,7 @@ class Grant:
         "narrowed",
         "priority",
         "ran",
+        "refused",
         "runnable",
         "serial",
         "serial_seconds",
@@ -125,6 +124,9 @@ class Grant:
         # request, where the pool tells it), "over" (steps run beyond the pool's size),
         # "jobserver" (make's tokens)
         self.narrowed: list[Narrowed] = []
+        # (when, why, the pool's reason, rank) its threads wanted a core and got none, each time
+        # the reason changed (:meth:`refuse`): who else the pool served first.
+        self.refused: list[Refused] = []
         # Its threads running or waiting for a core at the last look (None: unknown).
         self.runnable: int | None = None
         self.idle_looks = 0  # looks in a row that found it holding more cores than it wants
@@ -164,8 +166,20 @@ class Grant:
             return self.threads
         return max(1, min(self.threads, self.runnable))
 
+    # Refusals kept for the log: a step refused for minutes changes its reason a few times a
+    # second at most, but its log line must stay short.
+    REFUSALS_KEPT = 200
+
+    def refuse(self, now: float, why: str, pool: tuple[int, int, int] | None) -> None:
+        """Its threads wanted a core at :attr:`asking` and got none: for want of a local slot
+        (``why`` "jobs") or a shared one ("slot"; ``pool``: the pool's ahead, free and over,
+        :attr:`fast_nvcc.machine.slots.Slots.refusal`).  Kept when the reason changes."""
+        last = self.refused[-1] if self.refused else None
+        if (last is None or (last[1], last[2]) != (why, pool)) and len(self.refused) < self.REFUSALS_KEPT:
+            self.refused.append((now, why, pool, self.asking))
+
     def look(self, runnable: int | None, *, now: float | None = None) -> None:
-        """What its threads do now (:func:`runnable_threads`; None: it has no live process), at
+        """What its threads do now (:func:`.step_threads.runnable_threads`; None: it has no live process), at
         ``now``: the time since the last look counts as serial when at most one thread runs."""
         if runnable is None:
             return
@@ -323,7 +337,7 @@ class Grants:
         """Once per turn of the run's loop: give idle cores back, and one more core if asked
         to, or take the free ones the threads want.  ``ours_waiting``: the rank of this run's
         best step that waits for a shared slot (None: none waits).  ``runnable_of``: a step's
-        runnable threads (:func:`runnable_threads`); without it every step wants all its threads."""
+        runnable threads (:func:`.step_threads.runnable_threads`); without it every step wants all its threads."""
         if not self._running:
             return
         self.count_idle()
@@ -372,6 +386,9 @@ class Grants:
                 self._add_core(order[0])
                 if order[0] not in changed:
                     changed.append(order[0])
+            if order:  # (the best-ranked was refused: FAST_NVCC_LOG's refused)
+                refused = self.admission.refused
+                order[0].refuse(self.now(), refused, self.admission.slots.refusal if refused == "slot" else None)
         # Threads that want a core and found no slot ask on (a running step with slack may give
         # its core, yielding.py), also those of a step that just gave one to a better waiter: had
         # that turn posted no ask, every stopped step of the machine would go on ("no ask") and be
@@ -432,64 +449,3 @@ class Grants:
 
     def cpus_of(self, grant: Grant) -> frozenset[int]:
         return frozenset(self.cpus[c] for c in grant.cores)
-
-
-def runnable_threads(pid: int) -> int | None:
-    """How many threads of the process tree ``pid`` leads run or wait for a core now (state R);
-    None when it has ended."""
-    threads = _tree_threads(pid)
-    if threads is None:
-        return None
-    return sum(1 for process, tid in threads if state(f"/proc/{process}/task/{tid}/stat") == b"R")
-
-
-def hold(pid: int, cpus: frozenset[int]) -> None:
-    """Hold every thread of the process tree ``pid`` leads to ``cpus``.  Threads made while
-    this runs keep the affinity of the thread that made them: the caller holds again a moment
-    later."""
-    for _, tid in _tree_threads(pid) or ():
-        with contextlib.suppress(OSError, ValueError):
-            if os.sched_getaffinity(int(tid)) != cpus:
-                os.sched_setaffinity(int(tid), cpus)
-
-
-def _tree_threads(pid: int) -> list[tuple[int, str]] | None:
-    """(process, thread id) of every thread of the process tree ``pid`` leads; None when it has
-    ended.  Each thread's ``children`` file names the processes it forked, so the walk reads the
-    tree's own files, not every process of the machine as psutil's children() does (this runs
-    for each split step ten times a second); psutil where the kernel has no such files."""
-    if not children_files():
-        return _tree_threads_psutil(pid)
-    found: list[tuple[int, str]] = []
-    todo = [pid]
-    while todo:
-        process = todo.pop()
-        try:
-            threads = os.listdir(f"/proc/{process}/task")
-        except OSError:
-            if process == pid:
-                return None
-            continue
-        for tid in threads:
-            found.append((process, tid))
-            with contextlib.suppress(OSError, ValueError):
-                with open(f"/proc/{process}/task/{tid}/children", "rb") as handle:
-                    todo += [int(child) for child in handle.read().split()]
-    return found
-
-
-def _tree_threads_psutil(pid: int) -> list[tuple[int, str]] | None:
-    import psutil
-
-    try:
-        leader = psutil.Process(pid)
-        processes = [leader, *leader.children(recursive=True)]
-    except psutil.Error:
-        return None
-    found = []
-    for process in processes:
-        try:
-            found += [(process.pid, tid) for tid in os.listdir(f"/proc/{process.pid}/task")]
-        except OSError:
-            continue
-    return found

@@ -16,7 +16,8 @@ from ..machine.slots import Slots, pool_directory
 from ..plan.split_option import SERIAL_SHARE, split_threads
 from ..settings import switch
 from .admission import Admission
-from .core_grants import Grants, runnable_threads
+from .core_grants import Grants
+from .step_threads import runnable_threads
 from .dispatch import Turn
 from .handlers import Handler
 from .niceness import nice_for
@@ -186,11 +187,7 @@ class Holdings:
             grant = self.grants.end(task.id)
             if grant is not None:
                 self.processes.pin(task.id, None)
-                record.core_timeline += grant.timeline  # (a run again after a failed guess adds its own)
-                record.serial_seconds += grant.serial_seconds
-                record.cores_idle += grant.cores_idle
-                record.narrowed += grant.narrowed
-                record.longest = record.longest or grant.longest
+                record.add_grant(grant)
         self.admission.end(task, record.slot, takes_slot=handler.takes_slot, capacity=handler.capacity)
         if self.memory is not None:
             # a peak worth telling peers (a stub probe's is not its cicc's)

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 from ..graph.tasks import Action, Task
 from .captures import Captures
-from .core_grants import hold
+from .step_threads import hold
 from .process_groups import kill_trees, wait_for_group
 from .task_records import StepFailed
 from .watchdog import Watchdog, die_with_parent

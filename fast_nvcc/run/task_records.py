@@ -8,10 +8,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from ..machine.pool_files import Request
+    from .core_grants import Grant
 
 # When a split step gave cores back, why ("idle", "own", "rank", "over", "jobserver":
 # fast_nvcc.run.core_grants), and for "rank" the pool's waiter it gave way to, where known.
 Narrowed = tuple[float, str, "Request | None"]
+# (when, why: "jobs" or "slot", the pool's (ahead, free, over) or None, the rank it asked at)
+Refused = tuple[float, str, "tuple[int, int, int] | None", float]
 
 
 class State(enum.Enum):
@@ -40,6 +43,7 @@ class Record:
         "memory_stopped",
         "memory_wait",
         "narrowed",
+        "refused",
         "nice",
         "oom_rerun",
         "over_pool",
@@ -92,6 +96,7 @@ class Record:
         self.serial_seconds = 0.0  # ... and how long its threads ran one at a time (Grant.serial_seconds)
         self.cores_idle = 0.0  # ... and how long the kernel saw its cores idle (Grant.cores_idle)
         self.narrowed: list[Narrowed] = []  # ... and when and why it gave cores back (Grant.narrowed)
+        self.refused: list[Refused] = []  # ... and why it found no core it wanted (Grant.refused)
         self.longest = False  # ... and whether it asked on a core per thread (Grant.longest)
         self.over_pool: str | None = None  # started over the machine-wide pool: "first" or "drain"
         self.nice = 0  # started at a lower CPU priority: its compile had slack (fast_nvcc.run.niceness)
@@ -128,6 +133,15 @@ class Record:
         self.yields = 0
         self.stops.clear()
         self.state = State.SKIPPED
+
+    def add_grant(self, grant: Grant) -> None:
+        """Its split step ended: what its cores saw (a run again after a failed guess adds its own)."""
+        self.core_timeline += grant.timeline
+        self.serial_seconds += grant.serial_seconds
+        self.cores_idle += grant.cores_idle
+        self.narrowed += grant.narrowed
+        self.refused += grant.refused
+        self.longest = self.longest or grant.longest
 
     @property
     def cores(self) -> int:

@@ -323,6 +323,32 @@ def test_a_split_step_keeps_its_extra_core_once_the_steps_over_the_pool_have_roo
         slots.close()
 
 
+def test_a_refused_request_says_what_the_pool_served_first(tmp_path):
+    """``refusal`` (FAST_NVCC_LOG's refused): the requests ranked before it, the free slots it
+    found, and the first steps over the pool it leaves a slot to, as the pool's rule counted
+    them when it said no."""
+    pool = str(tmp_path / "pool")
+    split = PoolSlots(pool, 3, saturated=lambda: True)
+    other = PoolSlots(pool, 3, saturated=lambda: True)
+    late = PoolSlots(pool, 3, saturated=lambda: True)
+    assert split.try_acquire(50.0) and split.try_acquire(50.0) and other.try_acquire(5.0)
+    assert late.try_acquire(1.0) and late.over_pool(1) == "first"  # the pool full, an extra runs
+    assert split.refusal is None and not split.try_acquire(50.0)
+    assert split.refusal == (0, 0, 1)
+    other.release()  # one slot free: the step over the pool's, not an extra step's
+    assert not split.try_acquire(50.0) and split.refusal == (0, 1, 1)
+    late.close()
+    split.release()  # its extra step ends; two compiles' first steps fill the pool, no extra runs
+    third = PoolSlots(pool, 3, saturated=lambda: True)
+    assert other.try_acquire(5.0) and third.try_acquire(5.0)
+    waiter = start_waiter(tmp_path, "longer", 80.0, size=3)  # so a first step on a longer path waits
+    wait_for(lambda: requests_on_board(tmp_path) == 2)  # (and our refused request)
+    assert not split.try_acquire(50.0) and split.refusal == (1, 0, 0)
+    for slots in (split, other, third):
+        slots.close()
+    assert waiter.wait(timeout=60) == 0
+
+
 def test_a_step_over_the_pool_takes_the_first_slot_that_frees(tmp_path):
     """A compile's first step that started over the full pool takes a slot as one frees, ahead
     of a compile that arrives then: it runs anyway, and a slot counted free while it ran put

@@ -23,12 +23,11 @@ from fast_nvcc.learn.history import History
 from fast_nvcc.machine.pool_files import Request, SlotLocks
 from fast_nvcc.machine.slots import Slots
 from fast_nvcc.plan.dryrun import Kind, Step
-from fast_nvcc.report.log import narrowed_entry
+from fast_nvcc.report.log import narrowed_entry, refused_entry
 from fast_nvcc.plan.split_option import SERIAL_SHARE, matches, settings, split_threads, with_split
 from fast_nvcc.run.admission import Admission
 from fast_nvcc.run.holdings import Holdings
-from fast_nvcc.run.core_grants import (Grant, Grants, asks_on, idle, narrowing, on_cores, runnable_threads,
-                                       widening_order)
+from fast_nvcc.run.core_grants import (Grant, Grants, asks_on, idle, narrowing, on_cores, widening_order)
 from fast_nvcc.run.yielding import MARGIN
 
 # What fast_nvcc itself decides: against the first toolchain (conftest).
@@ -403,6 +402,31 @@ def test_the_log_names_the_waiter_a_core_went_to():
     assert narrowed_entry((2.0, "rank", Request(46.0214, True, 812))) == [2.0, "rank", 46.021, 812]
 
 
+def test_a_split_step_keeps_why_it_got_no_core_each_time_the_reason_changes(tmp_path):
+    """FAST_NVCC_LOG's refused: round 49's whole-library split narrowed cast_grouped.cu's split
+    ptxas 238 times for gelu_grouped.cu's cicc, which held one core all the while: whether the
+    pool served others first (``ahead``), found too few slots free, or kept them for steps over
+    the pool is what its refusals tell."""
+    slots = FreeSlots(free=2)
+    admission, grants, pins = _grants(tmp_path, slots)
+    _running(admission, 1)
+    grants.start(1, 8, 100.0)
+    grant = grants._running[1]
+    slots.refusal = (2, 0, 1)
+    for _ in range(3):  # refused at each poll for the same reason: kept once
+        grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of={1: 8}.get)
+    assert len(pins[1]) == 2 and [r[1:] for r in grant.refused] == [("slot", (2, 0, 1), grant.asking)]
+    slots.refusal = (0, 0, 0)
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of={1: 8}.get)
+    assert [r[2] for r in grant.refused] == [(2, 0, 1), (0, 0, 0)]
+    grant.refused += [(0.0, "jobs", None, 1.0)] * Grant.REFUSALS_KEPT
+    grant.refuse(1.0, "slot", (5, 0, 0))
+    assert len(grant.refused) == Grant.REFUSALS_KEPT + 2  # (at most so many more: the line stays short)
+    grants.close()
+    assert refused_entry((1.2345678, "slot", (1, 0, 2), 46.0214)) == [1.234568, "slot", 46.021, 1, 0, 2]
+    assert refused_entry((2.0, "jobs", None, 30.0)) == [2.0, "jobs", 30.0]
+
+
 def test_a_split_step_says_when_its_threads_left_its_cores_idle(tmp_path):
     """FAST_NVCC_LOG's narrowed: cores a split step's threads did not use for three looks go
     back at once, marked idle."""
@@ -498,43 +522,6 @@ def test_cores_follow_the_threads_that_run(tmp_path):
     grant = grants.end(1)
     assert [n for _, n in grant.timeline] == [1, 4, 1]
     grants.close()
-
-
-def test_runnable_threads_counts_the_tree_that_runs():
-    busy = subprocess.Popen(["sh", "-c", "yes > /dev/null & yes > /dev/null & wait"], start_new_session=True)
-    asleep = subprocess.Popen(["sleep", "30"])
-    try:
-        deadline = time.monotonic() + 10
-        while (runnable_threads(busy.pid) or 0) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)  # until both children have started (sh runs too while it forks)
-        time.sleep(0.2)
-        assert runnable_threads(busy.pid) == 2  # the two yes run or wait for a core; sh waits
-        assert runnable_threads(asleep.pid) == 0
-    finally:
-        os.killpg(busy.pid, 9)
-        asleep.kill()
-        busy.wait()
-        asleep.wait()
-    assert runnable_threads(asleep.pid) is None  # reaped: nothing to count
-
-
-def test_a_tree_is_walked_through_its_own_children_files_as_psutil_walks_it():
-    from fast_nvcc.machine.process_tree import children_files
-    from fast_nvcc.run.core_grants import _tree_threads, _tree_threads_psutil
-
-    tree = subprocess.Popen(["sh", "-c", "sleep 30 & (sleep 30 & wait) & wait"], start_new_session=True)
-    try:
-        deadline, walked = time.monotonic() + 10, []
-        while len({p for p, _ in walked}) < 4 and time.monotonic() < deadline:  # sh, sleep, sh, sleep
-            walked = _tree_threads(tree.pid) or []
-            time.sleep(0.05)
-        assert len({p for p, _ in walked}) == 4
-        assert set(walked) == set(_tree_threads_psutil(tree.pid) or [])
-        assert children_files()  # else the walk above was psutil's, and this test proved nothing
-    finally:
-        os.killpg(tree.pid, 9)
-        tree.wait()
-    assert _tree_threads(tree.pid) is None and _tree_threads_psutil(tree.pid) is None
 
 
 def test_the_local_bound_limits_the_cores_a_run_takes(tmp_path):

@@ -571,6 +571,10 @@ def test_a_ready_step_leaves_the_runs_request_at_its_split_steps_ask(tmp_path):
     assert asked and min(asked) > 10.0, ranks  # never the host compile's rank
     assert cicc.cores == 2 and host.start > released[0]
     assert max(t for t, width in cicc.core_timeline if width == 2) < host.start or host.start >= cicc.end
+    # FAST_NVCC_LOG's refused: while the slot was held elsewhere the cicc's threads wanted it at
+    # their rank, no request before theirs, no slot free, no step over the pool
+    assert cicc.refused and cicc.refused[0][1:] == ("slot", (0, 0, 0), 100.0), cicc.refused
+    assert cicc.refused[0][0] < released[0]
 
 
 def test_a_stopped_step_that_gives_way_leaves_no_request_on_the_board(tmp_path):
