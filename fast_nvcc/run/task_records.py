@@ -4,17 +4,27 @@ FAST_NVCC_LOG and the reports read."""
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from ..machine.pool_files import Request
-    from .core_grants import Grant
 
 # When a split step gave cores back, why ("idle", "own", "rank", "over", "jobserver":
 # fast_nvcc.run.core_grants), and for "rank" the pool's waiter it gave way to, where known.
 Narrowed = tuple[float, str, "Request | None"]
 # (when, why: "jobs" or "slot", the pool's (ahead, free, over) or None, the rank it asked at)
 Refused = tuple[float, str, "tuple[int, int, int] | None", float]
+
+
+class GrantSeen(Protocol):
+    """What a split step's cores saw (:class:`fast_nvcc.run.core_grants.Grant`), as its record keeps it."""
+
+    timeline: list[tuple[float, int]]
+    serial_seconds: float
+    cores_idle: float
+    narrowed: list[Narrowed]
+    refused: list[Refused]
+    longest: bool
 
 
 class State(enum.Enum):
@@ -134,7 +144,7 @@ class Record:
         self.stops.clear()
         self.state = State.SKIPPED
 
-    def add_grant(self, grant: Grant) -> None:
+    def add_grant(self, grant: GrantSeen) -> None:
         """Its split step ended: what its cores saw (a run again after a failed guess adds its own)."""
         self.core_timeline += grant.timeline
         self.serial_seconds += grant.serial_seconds
