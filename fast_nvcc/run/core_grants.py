@@ -41,7 +41,8 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   a stopped step does not win its core back by a near-equal rank and be stopped again; or,
   for a core it holds as an extra step, while steps run beyond the pool's size with no slot
   free for them.  FAST_NVCC_LOG says which (``narrowed``: "own", "rank", "over").  Its
-  threads still want the core, so it asks on at its rank (:func:`asks_on`).  A step
+  threads still want the core, so it asks on at its rank (:func:`asks_on`), and an ask
+  stays posted for IDLE_LOOKS looks after its threads last wanted a core (:func:`kept_asks`).  A step
   of its own compile on a shorter path (a host compile beside the cicc of the build's longest
   compile) waits for its slot by rank, as any other compile's step does (docs/benchmarks.md,
   "Measurements behind constants in the code": ``narrowing``).
@@ -52,8 +53,8 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   two split steps of the machine are not held to the same core; unpinned steps go wherever the
   kernel puts them.  Where every core is held already, it shares one.
 
-The rules are :func:`on_cores`, :func:`idle`, :func:`narrowing`, :func:`widening_order` and
-:func:`asks_on` (unit-tested with made-up numbers); :class:`Grants` applies them to a run,
+The rules are :func:`on_cores`, :func:`idle`, :func:`narrowing`, :func:`widening_order`,
+:func:`asks_on` and :func:`kept_asks` (unit-tested with made-up numbers); :class:`Grants` applies them to a run,
 :func:`.step_threads.runnable_threads` says what a step's threads want, and
 :func:`.step_threads.hold` sets a process tree's affinity.
 """
@@ -80,6 +81,7 @@ class Grant:
 
     __slots__ = (
         "again",
+        "ask_kept",
         "cores",
         "cores_idle",
         "held_cpus",
@@ -130,6 +132,8 @@ class Grant:
         # Its threads running or waiting for a core at the last look (None: unknown).
         self.runnable: int | None = None
         self.idle_looks = 0  # looks in a row that found it holding more cores than it wants
+        # Looks its last ask stays posted though its threads want no more cores (:func:`kept_asks`).
+        self.ask_kept = 0
         # Seconds its threads ran one at a time (or none ran), as the looks saw: its serial part,
         # which no core shortens (FAST_NVCC_LOG's serial_seconds; cicc's front end and tail).
         self.serial_seconds = 0.0
@@ -246,6 +250,17 @@ def widening_order(grants: Iterable[Grant], *, ours_waiting: float | None = None
     rank)."""
     wanting = (g for g in grants if g.width < g.want and (ours_waiting is None or g.asking > ours_waiting))
     return sorted(wanting, key=lambda g: (-g.asking, g.width, g.task_id))
+
+
+def kept_asks(grants: Iterable[Grant], *, ours_waiting: float | None = None) -> list[Grant]:
+    """The steps that asked for a core and whose threads, at this look, want none they do not
+    hold, best-ranked first: their ask stays posted for IDLE_LOOKS looks (:attr:`Grant.ask_kept`),
+    as their idle cores are kept, so that a thread that blocks for a moment does not take the
+    process's request on the board down to its next step's rank (a host compile far below), where
+    any step ranked above that takes the free cores the long pole asked for: round 48's board
+    test saw it in 1 run of 6 on two busy cores (tests/run/test_scheduler.py)."""
+    kept = (g for g in grants if g.ask_kept and g.width >= g.want and (ours_waiting is None or g.asking > ours_waiting))
+    return sorted(kept, key=lambda g: (-g.asking, g.width, g.task_id))
 
 
 def asks_on(wanting: list[Grant], *, narrowed: bool, refused: str) -> bool:
@@ -384,6 +399,7 @@ class Grants:
             while (order := widening_order(self._running.values(), ours_waiting=ours_waiting)) \
                     and self.admission.widen(order[0].asking):
                 self._add_core(order[0])
+                order[0].ask_kept = 0  # (its threads got the core)
                 if order[0] not in changed:
                     changed.append(order[0])
             if order:  # (the best-ranked was refused: FAST_NVCC_LOG's refused)
@@ -393,10 +409,14 @@ class Grants:
         # its core, yielding.py), also those of a step that just gave one to a better waiter: had
         # that turn posted no ask, every stopped step of the machine would go on ("no ask") and be
         # stopped again at the next ask (:func:`asks_on`).
-        if asks_on(order, narrowed=narrowed is not None, refused=self.admission.refused):
-            self.asking = order[0].asking
+        asked = order if asks_on(order, narrowed=narrowed is not None, refused=self.admission.refused) else []
+        asking = asked or kept_asks(self._running.values(), ours_waiting=ours_waiting)
+        for grant in self._running.values():  # (kept for IDLE_LOOKS looks after the last that asked)
+            grant.ask_kept = IDLE_LOOKS if grant in asked else max(0, grant.ask_kept - 1)
+        if asking:
+            self.asking = asking[0].asking
             # (only for threads seen wanting a core: before its first look a step wants them all)
-            stopping = next((g.asking for g in order if g.stops and g.runnable is not None), None)
+            stopping = next((g.asking for g in asking if g.stops and g.runnable is not None), None)
         self.admission.slots.ask_core(self.asking, stop=stopping)
         self._pin(changed)
 

@@ -27,7 +27,8 @@ from fast_nvcc.report.log import narrowed_entry, refused_entry
 from fast_nvcc.plan.split_option import SERIAL_SHARE, matches, settings, split_threads, with_split
 from fast_nvcc.run.admission import Admission
 from fast_nvcc.run.holdings import Holdings
-from fast_nvcc.run.core_grants import (Grant, Grants, asks_on, idle, narrowing, on_cores, widening_order)
+from fast_nvcc.run.core_grants import (IDLE_LOOKS, Grant, Grants, asks_on, idle, kept_asks, narrowing, on_cores,
+                                      widening_order)
 from fast_nvcc.run.yielding import MARGIN
 
 # What fast_nvcc itself decides: against the first toolchain (conftest).
@@ -362,6 +363,47 @@ def test_a_step_asks_on_while_its_threads_want_a_core_the_pool_had_none_for_or_i
     assert not asks_on(wanting, narrowed=False, refused="")  # it got every core it asked for
     assert not asks_on(wanting, narrowed=False, refused="memory")
     assert not asks_on([], narrowed=True, refused="slot")  # no thread wants a core
+
+
+def test_an_ask_stays_posted_while_its_threads_want_no_more_cores_for_a_few_looks():
+    lapsed = Grant(1, 8, priority=300.0, cores=[0])
+    lapsed.look(1)  # one thread runs: it wants no core it does not hold
+    never = Grant(2, 8, priority=400.0, cores=[1])
+    never.look(1)
+    assert kept_asks([lapsed, never]) == []  # neither asked
+    lapsed.ask_kept = 2
+    assert kept_asks([lapsed, never]) == [lapsed]
+    assert kept_asks([lapsed, never], ours_waiting=300.0) == []  # a step of ours as long waits
+    lapsed.look(8)
+    assert kept_asks([lapsed]) == []  # it wants cores again: it asks as any wanting step does
+
+
+def test_a_run_keeps_its_split_steps_ask_through_looks_that_find_one_thread_running(tmp_path):
+    """Round 48's board test failed 1 run in 6 on two busy cores: at a look that found the split
+    cicc's threads wanting no more cores, the run posted no ask, and its request on the board fell
+    to its host compile's rank.  Its ask now stays posted for IDLE_LOOKS looks, as idle cores are
+    kept, and no longer once its threads have got the cores they want."""
+    slots = AskingSlots(free=1)
+    admission, grants, pins = _grants(tmp_path, slots)
+    _running(admission, 1)  # (on the one free slot)
+    grants.start(1, 8, 100.0)
+    grant = grants._running[1]
+    runnable = {1: 8}
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=runnable.get)
+    assert grants.asking == 100.0 and slots.asked == (100.0, 100.0)  # refused: it asks, and may stop a step
+    runnable[1] = 1
+    for _ in range(IDLE_LOOKS):
+        grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=runnable.get)
+        assert grants.asking == 100.0 and slots.asked == (100.0, 100.0)
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=runnable.get)
+    assert grants.asking is None and slots.asked == (None, None)  # its threads have wanted none for so long
+    runnable[1], slots.free = 8, 8
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=runnable.get)
+    assert len(pins[1]) == 8 and grants.asking is None and grant.ask_kept == 0  # it got all it wanted
+    runnable[1] = 1
+    grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=runnable.get)
+    assert grants.asking is None  # no ask to keep
+    grants.close()
 
 
 class AskingSlots(FreeSlots):

@@ -568,9 +568,9 @@ def test_a_ready_step_leaves_the_runs_request_at_its_split_steps_ask(tmp_path):
     cicc, host = result.records
     assert result.returncode == 0 and host.state is State.DONE
     asked = ranks[ranks.index(100.0):] if 100.0 in ranks else []  # from the cicc's first ask on
-    # The host compile's rank shows only at a look that found the cicc's threads wanting no more
-    # cores (they start, or the machine is loaded: 1 run in 6 on 2 busy cores): before the rule,
-    # at every turn the host compile waited
+    # The host compile's rank shows only after IDLE_LOOKS looks in a row that found the cicc's
+    # threads wanting no more cores (core_grants.kept_asks; before it, after one such look: 1 run
+    # in 6 on 2 busy cores); before round 48's rule, at every turn the host compile waited
     assert asked and sum(rank <= 10.0 for rank in asked) <= len(asked) // 10, ranks
     assert cicc.cores == 2 and host.start > released[0]
     assert max(t for t, width in cicc.core_timeline if width == 2) < host.start or host.start >= cicc.end
