@@ -54,7 +54,7 @@ get (docs/nvcc-facts.md), so the cores are ours to hand out:
   kernel puts them.  Where every core is held already, it shares one.
 
 The rules are :func:`on_cores`, :func:`idle`, :func:`narrowing`, :func:`widening_order`,
-:func:`asks_on` and :func:`kept_asks` (unit-tested with made-up numbers); :class:`Grants` applies them to a run,
+:func:`asks_on`, :func:`kept_asks` and :func:`stops_own` (unit-tested with made-up numbers); :class:`Grants` applies them to a run,
 :func:`.step_threads.runnable_threads` says what a step's threads want, and
 :func:`.step_threads.hold` sets a process tree's affinity.
 """
@@ -263,6 +263,19 @@ def kept_asks(grants: Iterable[Grant], *, ours_waiting: float | None = None) -> 
     return sorted(kept, key=lambda g: (-g.asking, g.width, g.task_id))
 
 
+def stops_own(wanting: list[Grant], *, refused: str) -> float | None:
+    """The rank at which a split step of this run (``wanting``: the :func:`widening_order`),
+    refused a core by the run's own bound (``refused`` "jobs": -j, the usable CPUs by default),
+    asks a running step of its own compile to stop (:mod:`.yielding`): a split cicc whose threads
+    were seen wanting a core.  Only a step of ours frees a -j slot for it, so the ask is not
+    posted on the pool, where another compile would stop a step for a core we cannot take.  On
+    2 cores a split cicc beside its own host compile stayed on one core, its 16 threads runnable,
+    until the host compile ended (gelu_grouped.cu, 2026-12-07: 88 s of its 227 s)."""
+    if refused != "jobs":
+        return None
+    return next((g.asking for g in wanting if g.stops and g.runnable is not None), None)
+
+
 def asks_on(wanting: list[Grant], *, narrowed: bool, refused: str) -> bool:
     """Does a split step of this run ask the pool for a core after this turn (``wanting``: the
     :func:`widening_order`)?  Yes while threads want one and the pool had no slot for them
@@ -298,6 +311,9 @@ class Grants:
         self._idle: Mapping[int, float] | None = None  # ... at the last look
         self._running: dict[int, Grant] = {}
         self.asking: float | None = None  # the rank a step waits for a core at, since the last poll
+        # The rank a split cicc refused a core by -j alone asks a step of our own compile to stop
+        # at (only ours can free a -j slot for it: :func:`stops_own`); not posted on the pool.
+        self.stopping_own: float | None = None
         self._yielded = time.monotonic()
         self.locks: SlotLocks | None = None
         if pool_directory is not None:
@@ -362,7 +378,7 @@ class Grants:
                 grant.look(runnable_of(grant.task_id), now=self.now())
         changed: list[Grant] = []
         stopping: float | None = None  # the rank its threads ask a running step to stop at (yielding.STOPS_FOR)
-        self.asking = None
+        self.asking = self.stopping_own = None
         if not self.admission.slots.short_steps_free and time.monotonic() - self._yielded >= self.YIELD_SECONDS:
             self._yielded = time.monotonic()  # (short_steps_free: the pool, which ranks its waiters)
             for grant in self._running.values():
@@ -405,6 +421,7 @@ class Grants:
             if order:  # (the best-ranked was refused: FAST_NVCC_LOG's refused)
                 refused = self.admission.refused
                 order[0].refuse(self.now(), refused, self.admission.slots.refusal if refused == "slot" else None)
+                self.stopping_own = stops_own(order, refused=refused)
         # Threads that want a core and found no slot ask on (a running step with slack may give
         # its core, yielding.py), also those of a step that just gave one to a better waiter: had
         # that turn posted no ask, every stopped step of the machine would go on ("no ask") and be

@@ -29,10 +29,11 @@ from .yielding import (
     STOPS_FOR,
     BuildLeft,
     Candidate,
+    best_of,
     gives_way,
     going_on_rank,
     has_slack,
-    to_stop,
+    step_to_stop,
     waits_for_own_ask,
     why_going_on,
 )
@@ -124,7 +125,7 @@ class Holdings:
         task, record, handler = self.tasks[task_id], self.records[task_id], self.handler_of(task_id)
         if handler.takes_slot:  # (a step stopped for a split step held a slot: _candidates)
             rank = self.rank_of(task_id)
-            best_ask = self.slots.yield_to()[0] if task_id in self.paused else None
+            best_ask = best_of(self.slots.yield_to()[0], self._own_ask()) if task_id in self.paused else None
             asking = self.grants.asking if self.grants is not None else None
             if (gives_way(rank, best_ask=best_ask, build_left=self.build_left) if task_id in self.paused
                     else waits_for_own_ask(rank, asking=asking, short=short)):
@@ -234,20 +235,16 @@ class Holdings:
     def _yield(self, queue: ReadyQueue) -> None:
         """Tell the pool our lowest step that could give its core, and stop it if a split
         step of the machine asks for one at a far longer path (:mod:`.yielding`)."""
-        # While the build tool holds compiles back, a stopped step would keep its job from the
-        # compiles it holds back: only when every compile competes by rank (slots.competes).
         pids = self.processes.step_pids()
         if self._told_left is not None:  # (how soon the build could end: yielding.has_slack)
             self.build_left = self._told_left.look(queue, pids, self.done,
                                                    path=self.grants.path_on_threads() if self.grants else None)  # fmt: skip
         # (a step with no slack against the build's end gives nothing, nor keeps another from giving)
-        candidates = [c for c in self._candidates(queue, pids) if has_slack(c.rank, build_left=self.build_left)] \
-            if self.slots.competes() else []  # fmt: skip
-        self.slots.tell_slack(min(c.rank for c in candidates) if candidates else None)
-        if not candidates:
-            return
-        best_ask, lowest_elsewhere = self.slots.yield_to()
-        task_id = to_stop(candidates, best_ask=best_ask, lowest_elsewhere=lowest_elsewhere, build_left=self.build_left)
+        slack = [c for c in self._candidates(queue, pids) if has_slack(c.rank, build_left=self.build_left)]
+        competes = self.slots.competes()
+        self.slots.tell_slack(min(c.rank for c in slack) if slack and competes else None)
+        task_id = step_to_stop(slack, competes=competes, own_ask=self._own_ask(), pool=self.slots.yield_to,
+                               build_left=self.build_left)  # fmt: skip
         if task_id is None or not self.processes.signal_step(task_id, signal.SIGSTOP):
             return
         record = self.records[task_id]
@@ -256,6 +253,9 @@ class Holdings:
         self.admission.pause(record.slot)
         record.slot, record.yields = None, record.yields + 1
         queue.push(self.tasks[task_id])
+
+    def _own_ask(self) -> float | None:
+        return self.grants.stopping_own if self.grants is not None else None
 
     def _candidates(self, queue: ReadyQueue, pids: Mapping[int, int]) -> list[Candidate]:
         """Our running steps that could give their core, at their remaining paths: each holds

@@ -14,7 +14,11 @@ path is much shorter:
   Only a split step that another long step follows (a cicc, whose ptxas comes after) asks a
   running step to stop (``s-`` beside its ask): a split ptxas is its compile's last long
   step, and its threads are the work that fills the cores at the build's end, where a step
-  stopped for it would run alone on one core (:data:`STOPS_FOR`).
+  stopped for it would run alone on one core (:data:`STOPS_FOR`).  A split cicc refused a
+  core by its own run's -j (the usable CPUs by default: its compile holds them all, as on 2
+  cores a cicc beside its host compile) posts nothing: only a step of its own compile can free
+  a -j slot, and that compile stops its lowest step with slack for it, whatever other compiles
+  hold (:func:`step_to_stop`).
 * **Who gives.**  Every compile posts the lowest rank among its running steps that could give a
   core (``slack/``): a step that holds a slot of the pool, has :data:`FLOOR` seconds or more
   of its work left, and is not itself split.  The compile that holds the lowest of
@@ -38,7 +42,7 @@ the build tool holds no compile back (every compile competes by rank,
 :meth:`fast_nvcc.machine.slots.PoolSlots.competes`): a stopped step keeps its compile's job of
 ninja's ``-j``, and with compiles waiting for one its work would move to the build's end, as
 under FAST_NVCC_SPLIT_EARLY=1 (docs/scheduling.md).  Under make's jobserver every step keeps its
-token.  The decision is :func:`to_stop`, unit-tested with
+token.  The decision is :func:`to_stop` (:func:`step_to_stop`), unit-tested with
 made-up ranks; :class:`fast_nvcc.run.holdings.Holdings` applies it.
 """
 
@@ -132,6 +136,29 @@ def to_stop(candidates: Sequence[Candidate], *, best_ask: float | None,
     if lowest_elsewhere is not None and lowest_elsewhere < lowest.rank:
         return None
     return lowest.task_id
+
+
+def step_to_stop(slack: Sequence[Candidate], *, competes: bool, own_ask: float | None,
+                 pool: Callable[[], tuple[float | None, float | None]], build_left: float | None) -> int | None:  # fmt: skip
+    """The step of ours to stop now, of those with slack (``slack``), if any.  Where our own
+    split cicc was refused a core by our -j alone (``own_ask``,
+    :attr:`Grants.stopping_own <fast_nvcc.run.core_grants.Grants.stopping_own>`), our lowest
+    step for it: only a step of ours frees a -j slot, whatever other compiles hold.  Else for
+    the machine's best ask, against the lowest step other compiles told (``pool``:
+    :meth:`fast_nvcc.machine.slots.Slots.yield_to`), and only while every compile ``competes``
+    by rank: while the build tool holds compiles back, a step stopped for another compile's
+    split step would keep its job from the compiles it holds back."""
+    if own_ask is not None and slack:
+        return to_stop(slack, best_ask=own_ask, lowest_elsewhere=None, build_left=build_left)
+    if not (competes and slack):
+        return None
+    best_ask, lowest_elsewhere = pool()
+    return to_stop(slack, best_ask=best_ask, lowest_elsewhere=lowest_elsewhere, build_left=build_left)
+
+
+def best_of(*asks: float | None) -> float | None:
+    """The best of the asks a stopped step gives way to (None: none asks)."""
+    return max((a for a in asks if a is not None), default=None)
 
 
 class BuildLeft:

@@ -28,7 +28,7 @@ from fast_nvcc.plan.split_option import SERIAL_SHARE, matches, settings, split_t
 from fast_nvcc.run.admission import Admission
 from fast_nvcc.run.holdings import Holdings
 from fast_nvcc.run.core_grants import (IDLE_LOOKS, Grant, Grants, asks_on, idle, kept_asks, narrowing, on_cores,
-                                      widening_order)
+                                      stops_own, widening_order)
 from fast_nvcc.run.yielding import MARGIN
 
 # What fast_nvcc itself decides: against the first toolchain (conftest).
@@ -404,6 +404,18 @@ def test_a_run_keeps_its_split_steps_ask_through_looks_that_find_one_thread_runn
     grants.poll(ours_waiting=None, priority_of=lambda _: 100.0, runnable_of=runnable.get)
     assert grants.asking is None  # no ask to keep
     grants.close()
+
+
+def test_only_a_split_cicc_refused_by_its_runs_own_bound_stops_a_step_of_its_own_compile():
+    cicc = Grant(1, 8, priority=300.0, cores=[0])
+    cicc.look(8)
+    ptxas = Grant(2, 8, priority=400.0, cores=[1], stops=False)  # (a split ptxas stops no step)
+    ptxas.look(8)
+    unseen = Grant(3, 8, priority=500.0, cores=[2])  # (its threads not looked at yet)
+    assert stops_own([ptxas, unseen, cicc], refused="jobs") == 300.0
+    assert stops_own([cicc], refused="slot") is None  # the pool's: the machine-wide ask
+    assert stops_own([ptxas, unseen], refused="jobs") is None
+    assert stops_own([], refused="jobs") is None
 
 
 class AskingSlots(FreeSlots):

@@ -348,14 +348,14 @@ def test_a_short_step_takes_no_slot_of_the_pool_a_long_one_waits_for(tmp_path):
 
 
 def _run_on_pool(tmp_path, tasks, preds, *, size: int, priorities, work, saturated=lambda: False,
-                 stdout=None, handlers=None):  # fmt: skip
+                 stdout=None, handlers=None, jobs: int = 4):  # fmt: skip
     """One run of ``tasks`` (``preds``: each one's predecessors) on a machine-wide pool of ``size``
-    slots in ``tmp_path``, with -j 4."""
+    slots in ``tmp_path``, with -j ``jobs``."""
     from fast_nvcc.machine.slots import PoolSlots
 
     dag = Dag(tuple(tasks), tuple(frozenset(p) for p in preds))
     slots = PoolSlots(str(tmp_path / "pool"), size, saturated=saturated)
-    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=4, priorities=priorities,
+    runner = Runner(dag, env=os.environ, cwd=str(tmp_path), workdir=str(tmp_path), jobs=jobs, priorities=priorities,
                     work=work, internal=Internal(), slots=slots, handlers=handlers,
                     stdout=stdout or io.BytesIO(), stderr=io.BytesIO())  # fmt: skip
     try:
@@ -386,17 +386,18 @@ def test_a_slot_free_as_a_step_ends_goes_to_the_step_its_module_id_check_leads_t
     assert host.start >= ptxas.end
 
 
-def _yield_run(tmp_path, host_rank: float, *, cicc_exit: int = 0, tool_full: bool = False, kind: Kind = Kind.CICC):
-    """One compile on a pool of two slots: a split cicc (two busy threads for a second after
-    0.3 s of one, ranked 100, then exits ``cicc_exit``; ``kind``: a split step of another
-    tool) and a host compile beside it (busy for 2 s, ranked ``host_rank``, after the cicc in
-    nvcc's order)."""
+def _yield_run(tmp_path, host_rank: float, *, cicc_exit: int = 0, tool_full: bool = False, kind: Kind = Kind.CICC,
+               jobs: int = 4, size: int = 2):  # fmt: skip
+    """One compile (-j ``jobs``) on a pool of ``size`` slots: a split cicc (two busy threads
+    for a second after 0.3 s of one, ranked 100, then exits ``cicc_exit``; ``kind``: a split
+    step of another tool) and a host compile beside it (busy for 2 s, ranked ``host_rank``,
+    after the cicc in nvcc's order)."""
     busy = "timeout 1 sh -c 'while :; do :; done'"
     tasks = [sh_task(0, f"sleep 0.3; {busy} & {busy} & wait; exit {cicc_exit}", "-split-compile", "2", kind=kind),
              sh_task(1, "timeout 2 sh -c 'while :; do :; done'; echo host done", kind=Kind.HOST_COMPILE)]  # fmt: skip
     out = io.BytesIO()
-    result = _run_on_pool(tmp_path, tasks, ((), ()), size=2, priorities=[100.0, host_rank], work=[50.0, 5.0],
-                          saturated=lambda: tool_full, stdout=out)  # fmt: skip
+    result = _run_on_pool(tmp_path, tasks, ((), ()), size=size, priorities=[100.0, host_rank], work=[50.0, 5.0],
+                          saturated=lambda: tool_full, stdout=out, jobs=jobs)  # fmt: skip
     if cicc_exit == 0:
         assert result.returncode == 0 and out.getvalue() == b"host done\n"
     return result
@@ -429,6 +430,19 @@ def test_a_step_with_slack_stops_to_give_its_core_to_a_split_step_and_goes_on_af
     assert all(why in ("no ask", "ask below") and rank == pytest.approx(10.0, abs=10.0)
                for _, why, rank, _, _ in logged["went_on"])  # fmt: skip
     assert all(a < t <= b + 1e-6 for (t, *_), (a, b) in zip(logged["went_on"], host.stops))
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_a_step_of_its_own_compile_stops_for_a_split_cicc_that_its_jobs_bound_refused(tmp_path, size):
+    """gelu_grouped.cu split alone on 2 cores (2026-12-07): -j is the usable CPUs, so its split
+    cicc, its 16 threads runnable, stayed on one core for 88 s while its host compile held the
+    other (refused by -j, it posted no ask, and nothing stopped).  Only a step of its own compile
+    frees a -j slot: here the host compile stops, however many slots the pool has free, and the
+    cicc widens onto its slot."""
+    result = _yield_run(tmp_path, host_rank=10.0, jobs=2, size=size)
+    cicc, host = result.records
+    assert cicc.cores == 2 and host.yields >= 1 and host.state is State.DONE
+    assert cicc.refused and cicc.refused[0][1] == "jobs"  # (what stopped the host compile)
 
 
 def test_a_stopped_step_goes_on_as_the_split_step_nears_its_end(tmp_path):

@@ -7,8 +7,10 @@ from fast_nvcc.run.yielding import (
     MARGIN,
     BuildLeft,
     Candidate,
+    best_of,
     going_on_rank,
     has_slack,
+    step_to_stop,
     to_stop,
     waits_for_own_ask,
     why_going_on,
@@ -35,6 +37,20 @@ def test_the_compile_with_the_lowest_step_of_the_machine_gives_first():
     assert to_stop(steps, best_ask=100.0, lowest_elsewhere=20.0) is None
     assert to_stop(steps, best_ask=100.0, lowest_elsewhere=40.0) == 3  # a tie: both may give
     assert to_stop(steps, best_ask=100.0, lowest_elsewhere=60.0) == 3
+
+
+def test_a_split_cicc_refused_by_its_own_jobs_bound_stops_a_step_of_its_compile_whatever_others_tell():
+    """Only a step of ours frees a -j slot: our own cicc's ask is not compared with the steps
+    other compiles could give, and counts while the build tool holds compiles back."""
+    steps = [Candidate(3, 40.0), Candidate(5, 12.0)]
+    elsewhere = lambda: (None, 1.0)  # noqa: E731  (the machine asks nothing; another compile's step ranks lower)
+    assert step_to_stop(steps, competes=False, own_ask=100.0, pool=elsewhere, build_left=None) == 5
+    assert step_to_stop(steps, competes=True, own_ask=14.0, pool=elsewhere, build_left=None) is None  # (under MARGIN)
+    assert step_to_stop(steps, competes=True, own_ask=None, pool=lambda: (100.0, 1.0), build_left=None) is None
+    assert step_to_stop(steps, competes=True, own_ask=None, pool=lambda: (100.0, 20.0), build_left=None) == 5
+    assert step_to_stop(steps, competes=False, own_ask=None, pool=lambda: (100.0, None), build_left=None) is None
+    assert step_to_stop([], competes=True, own_ask=100.0, pool=elsewhere, build_left=None) is None
+    assert best_of(None, 30.0, 20.0) == 30.0 and best_of(None, None) is None
 
 
 def test_a_step_whose_path_reaches_the_builds_end_does_not_stop():
