@@ -236,8 +236,10 @@ def main() -> int:
                   f"fast_nvcc's own cpu {r['own_cpu']:.1f} s over {r['compiles']} compiles (FAST_NVCC_LOG's own_cpu_seconds)")
     same = True
     split_reference = objects.get("nvcc-split", {})
-    # Every object but a split variant's long.cu.o is plain nvcc's (nvcc-split's light ones too).
-    unsplit = {**{n: d for n, d in split_reference.items() if n != "long.cu.o"}, **objects.get("nvcc", {})}
+    # Every object but a split variant's long.cu.o is plain nvcc's (nvcc-split's light ones, and
+    # nvcc -t0's, too).
+    unsplit = {**{n: d for n, d in split_reference.items() if n != "long.cu.o"}, **objects.get("nvcc-t0", {}),
+               **objects.get("nvcc", {})}  # fmt: skip
     for variant in (v for v in objects if v.startswith("fast_nvcc")):
         for name, data in objects[variant].items():
             split_object = name == "long.cu.o" and variant != "fast_nvcc"
