@@ -15,7 +15,7 @@ import pytest
 from fast_nvcc.cache.cli import build_parser as cache_parser
 from fast_nvcc.cli import build_parser
 from fast_nvcc.learn.history import build_parser as history_parser
-from fast_nvcc.machine.slots import pool_directory
+from fast_nvcc.machine.pool_place import pool_directory
 
 ROOT = Path(__file__).resolve().parent.parent
 OPTIONS_MD = ROOT / "docs" / "options.md"

@@ -16,7 +16,7 @@ from ..guess.host_split import STUB_DIFFERS
 from ..guess.module_id import PID, id_template, read_id
 from ..machine.buildtool import Saturation
 from ..machine.memory import MemoryBudget, budget_from_environment
-from ..machine.slots import pool_directory
+from ..machine.pool_place import pool_directory
 from ..plan.dryrun import Kind, Plan, Step, temp_name
 from ..plan.split_option import measured_share, split_threads
 from ..run.task_records import Record, State

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 
 from ..settings import count, switch
 from .jobserver import jobserver_from_makeflags
-from .slots import PoolSlots, Slots, pool_directory
+from .pool_place import pool_directory
+from .slots import PoolSlots, Slots
 
 
 def slots_from_environment(env: Mapping[str, str], *, pool_size: int) -> Slots:

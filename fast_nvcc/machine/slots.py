@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import NamedTuple
 
 from .buildtool import Saturation
@@ -397,18 +397,3 @@ class _Hold(NamedTuple):
 
 
 _SERIALS = itertools.count(1)  # mark names, unique in the process even with several pools in it
-
-
-def pool_directory(env: Mapping[str, str]) -> str:
-    """One place per user and machine, whatever ``$TMPDIR`` a build sets (a build that points
-    TMPDIR at a private directory must still share the machine's cores): FAST_NVCC_POOL_DIR,
-    else the user's runtime directory, else /dev/shm, else /tmp (never $TMPDIR)."""
-    if env.get("FAST_NVCC_POOL_DIR"):
-        return env["FAST_NVCC_POOL_DIR"]
-    runtime = env.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime):
-        return os.path.join(runtime, "fast_nvcc-slots")
-    for base in ("/dev/shm", "/tmp"):
-        if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
-            return os.path.join(base, f"fast_nvcc-slots-{os.getuid()}")
-    return os.path.join(os.path.expanduser("~"), ".cache", "fast_nvcc", "slots")

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..graph.tasks import Task
-from ..machine.slots import Slots, pool_directory
+from ..machine.pool_place import pool_directory
+from ..machine.slots import Slots
 from ..plan.split_option import SERIAL_SHARE, split_threads
 from ..settings import switch
 from .admission import Admission

@@ -369,7 +369,7 @@ def test_a_step_over_the_pool_takes_the_first_slot_that_frees(tmp_path):
 
 
 def test_pool_lives_outside_tmpdir(tmp_path, monkeypatch):
-    from fast_nvcc.machine.slots import pool_directory
+    from fast_nvcc.machine.pool_place import pool_directory
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     assert not pool_directory({}).startswith(str(tmp_path))
