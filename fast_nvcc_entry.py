@@ -16,6 +16,11 @@ def main() -> int:
     shadow = sys.modules.get("fast_nvcc")
     if shadow is not None and not hasattr(shadow, "__path__"):
         del sys.modules["fast_nvcc"]
+    from fast_nvcc.lean import exec_if_lean
+
+    failed = exec_if_lean(sys.argv[1:])  # where the cores are full and the compile light: nvcc
+    if failed is not None:
+        return failed
     from fast_nvcc.cli import main as cli_main
 
     return cli_main()

@@ -23,6 +23,10 @@ starts one as another ends, as in a big project).  Variants, each from clean:
 * ``fast_nvcc-split-learned``: ``fast_nvcc-split`` again on the costs its build learned (a
   split step's cpu and serial share: fast_nvcc.learn.history), after an untimed first build if
   ``fast_nvcc-split`` did not run before it.
+* ``fast_nvcc-lean``, ``fast_nvcc-nolean``: exact fast_nvcc on the costs an untimed first build
+  learned, in the launcher form and without FAST_NVCC_LOG, as a user's build runs it: where the
+  pool is full a light compile runs as nvcc (fast_nvcc/lean.py); ``-nolean`` with
+  FAST_NVCC_LEAN=0. No log, so no floor for these two.
 
 Prints the wall times with ratios against plain nvcc and nvcc-split, each build's cpu, and from
 FAST_NVCC_LOG the floor (max(the longest compile's critical path, the steps' cpu / cores)),
@@ -81,8 +85,9 @@ def kernels(names: range, depth: int, *, first: int = 0) -> str:
                    + " d[threadIdx.x] = x; }\n" for j in names)  # fmt: skip
 
 
+LEAN_VARIANTS = ("fast_nvcc-lean", "fast_nvcc-nolean")
 VARIANTS = ("nvcc", "nvcc-t0", SCCACHE_KEY, "nvcc-split", "fast_nvcc", "fast_nvcc-split", "fast_nvcc-split-early",
-            "fast_nvcc-split-nostop", "fast_nvcc-split-learned")  # fmt: skip
+            "fast_nvcc-split-nostop", "fast_nvcc-split-learned", *LEAN_VARIANTS)  # fmt: skip
 
 
 def write_sources(directory: Path, *, kernels_in_long: int, depth: int, lights: int) -> list[str]:
@@ -175,7 +180,17 @@ def main() -> int:
             env = {k: v for k, v in env.items() if not k.startswith("FAST_NVCC_") or k in ("FAST_NVCC_POOL_DIR",)}
             (work / "tmp").mkdir(exist_ok=True)
             base = variant.removesuffix("-learned")
-            if variant.startswith("fast_nvcc"):
+            if variant in LEAN_VARIANTS:
+                # Exact, on the costs an untimed first build learned (one state for both), in the
+                # launcher form and without a log, as a user's build runs: fast_nvcc/lean.py.
+                state = work / "state-learned"
+                env["FAST_NVCC_CACHE_DIR"] = str(state)
+                if variant == "fast_nvcc-nolean":
+                    env["FAST_NVCC_LEAN"] = "0"
+                write_ninja(directory, sources, compiler=[*fast_nvcc_command(), nvcc], split=[])
+                if not state.exists():
+                    build(directory, jobs=options.jobs, env={**env, "FAST_NVCC_LOG": str(work / "untimed.jsonl")})
+            elif variant.startswith("fast_nvcc"):
                 log = work / f"{variant}.jsonl"
                 log.unlink(missing_ok=True)  # (a variant named twice: each run's log its own)
                 # A state directory of its own (history, learned stubs): each one a first build, also
@@ -205,7 +220,7 @@ def main() -> int:
                 if server is not None:
                     cpu += server[1]()  # the server's own cpu and its steps'
             result = {"wall": wall, "cpu": cpu}
-            if variant.startswith("fast_nvcc"):
+            if variant.startswith("fast_nvcc") and variant not in LEAN_VARIANTS:
                 records = read_log(log)
                 result.update(analyze_log(records, cores=cores), cores_held=split_cores(records),
                               own_cpu=sum(r.get("own_cpu_seconds", 0.0) for r in records), compiles=len(records))  # fmt: skip
@@ -242,7 +257,7 @@ def main() -> int:
                **objects.get("nvcc", {})}  # fmt: skip
     for variant in (v for v in objects if v.startswith("fast_nvcc")):
         for name, data in objects[variant].items():
-            split_object = name == "long.cu.o" and variant != "fast_nvcc"
+            split_object = name == "long.cu.o" and variant not in ("fast_nvcc", *LEAN_VARIANTS)
             expected = split_reference.get(name) if split_object else unsplit.get(name)
             if expected is not None and expected != data:
                 same = False

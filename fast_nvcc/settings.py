@@ -29,6 +29,7 @@ SWITCHES = {
     "FAST_NVCC_SPLIT_EARLY": False,
     "FAST_NVCC_PTX_WEIGHT": False,
     "FAST_NVCC_LONGEST_FIRST": False,
+    "FAST_NVCC_LEAN": True,
 }
 COUNTS = ("FAST_NVCC_JOBS", "FAST_NVCC_POOL_SIZE")  # unset: one for each usable CPU
 # Each of these has a function of its own below.
