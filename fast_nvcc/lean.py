@@ -6,7 +6,7 @@ imports, the plan, a fork per step and the run's bookkeeping: docs/benchmarks.md
 a compile's steps side by side pays for that where cores are idle.  Where every core is busy
 and ready steps wait for one, it buys nothing: the cores are the build's floor, and the cpu
 fast_nvcc spends is cpu the tools lack.  So before anything else of fast_nvcc is imported, this
-module looks (a few ``flock`` tries, one SQLite query: 10-30 ms with the interpreter's start)
+module looks (a few ``flock`` tries, one SQLite query: 10-50 ms with the interpreter's start)
 and, where all of these hold, fast_nvcc becomes nvcc with the user's command line (``exec``), at
 the nice of a compile with slack (:data:`fast_nvcc.run.niceness.NICE`, unless FAST_NVCC_NICE=0):
 
@@ -15,9 +15,9 @@ the nice of a compile with slack (:data:`fast_nvcc.run.niceness.NICE`, unless FA
   ``--split``, the caches, ``--remote`` or a report each want fast_nvcc's own run);
 * the machine-wide pool (not make's jobserver) has as many compiles running as it has slots
   (each keeps a step running: every core is busy), as their claims under ``work/`` tell
-  (:mod:`fast_nvcc.machine.pool_files`).  A compile run so posts its claim too, its learned
-  seconds as its work left, and nvcc holds it (its lock is on a descriptor nvcc inherits), so
-  the compiles after it count it, and the nice rule of the others sees its work;
+  (:mod:`fast_nvcc.machine.pool_files`), and those of the compiles run so under ``lean/``: such
+  a compile posts one there, which nvcc holds (its lock is on a descriptor nvcc inherits), so
+  that the compiles after it count it; the pool's rules read ``work/`` alone;
 * the command compiles one ``.cu`` (``-c``) that the history knows (a cicc measured) as light:
   its learned steps add up to at most :data:`LIGHT_SECONDS`, the source is older than what was
   learned of it, and its steps' peak memory is small beside what the machine has free.
@@ -51,7 +51,8 @@ QUIET = frozenset({
 _OFF = ("0", "off", "no", "false")
 _ON = ("", "1", "on", "yes", "true")
 _SUBCOMMANDS = ("analyze", "cache", "history")  # (fast_nvcc.cli.SUBCOMMANDS)
-WORK_PREFIX = "w-"  # (fast_nvcc.machine.pool_files.WorkLeft's)
+WORK = ("work", "w-")  # the pool's compiles (fast_nvcc.machine.pool_files.WorkLeft's claims)
+LEAN = ("lean", "l-")  # the compiles run so, one claim each
 
 
 # (collections' named tuples, not typing's: typing's import would be a fifth of this path's cpu)
@@ -59,8 +60,8 @@ WORK_PREFIX = "w-"  # (fast_nvcc.machine.pool_files.WorkLeft's)
 # when it was last written.
 Learned = namedtuple("Learned", "seconds peak_kb updated")
 # What the lean path saw, for lean_reason: how many compiles run on the pool; the source's
-# Learned (None: no cicc of it in the history); its mtime; MemAvailable in KiB (None: unknown);
-# the pool's size.
+# Learned (None: no cicc of it in the history); its mtime; the memory free under the machine's
+# and its cgroups' limits, in KiB (None: not looked at); the pool's size.
 Look = namedtuple("Look", "compiles learned source_mtime available_kb pool_size")
 
 
@@ -124,29 +125,32 @@ def source_of(args: Sequence[str]) -> str | None:
 
 
 def running_compiles(directory: str) -> int:
-    """How many compiles run on the pool: the live claims under ``work/``, one per compile (an
-    ``flock`` held on each: :class:`fast_nvcc.machine.pool_files.WorkLeft`)."""
-    work = os.path.join(directory, "work")
-    try:
-        names = [n for n in os.listdir(work) if n.startswith(WORK_PREFIX)]
-    except OSError:
-        return 0
-    return sum(_held(os.path.join(work, name)) for name in names)
+    """How many compiles run on the pool: the live claims under ``work/`` (one per compile of
+    fast_nvcc's own run: :class:`fast_nvcc.machine.pool_files.WorkLeft`) and ``lean/``, each an
+    ``flock`` held by its owner."""
+    found = 0
+    for folder, prefix in (WORK, LEAN):
+        try:
+            names = [n for n in os.listdir(os.path.join(directory, folder)) if n.startswith(prefix)]
+        except OSError:
+            continue
+        found += sum(_held(os.path.join(directory, folder, name)) for name in names)
+    return found
 
 
-def claim_work(directory: str, seconds: float) -> None:
-    """Post this compile's claim under ``work/`` as :class:`~fast_nvcc.machine.pool_files.Told`
-    names one (its work left in milliseconds, then its pid), locked on a descriptor that the
-    exec of nvcc and nvcc's own steps inherit: the claim lives as long as they run.  Locked
-    under a hidden name, then shown (a reader that could lock it would take it for dead)."""
-    work = os.path.join(directory, "work")
-    os.makedirs(work, mode=0o700, exist_ok=True)
-    hidden = os.path.join(work, f".new-{os.getpid()}-lean")
+def claim_lean(directory: str) -> None:
+    """Post this compile's claim under ``lean/``, locked on a descriptor that the exec of nvcc
+    and nvcc's own steps inherit: it lives as long as they run (the next reader that can lock
+    it removes it).  Locked under a hidden name, then shown, as
+    :class:`fast_nvcc.machine.pool_files.Claim` does: a reader that could lock it would take its
+    owner for dead."""
+    folder = os.path.join(directory, LEAN[0])
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    hidden = os.path.join(folder, f".new-{os.getpid()}")
     fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     os.set_inheritable(fd, True)  # (Python opens them close-on-exec: nvcc keeps this one)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    millis = min(10**12 - 1, int(max(0.0, seconds) * 1000))
-    os.rename(hidden, os.path.join(work, f"{WORK_PREFIX}{millis:012d}-{os.getpid()}"))
+    os.rename(hidden, os.path.join(folder, f"{LEAN[1]}{os.getpid()}"))
 
 
 def learned_of(history: str, source: str) -> Learned | None:
@@ -214,7 +218,7 @@ def _exec_if_lean(argv: Sequence[str], env: Mapping[str, str]) -> None:
     look = Look(compiles, learned, mtime, _available_kb() if learned is not None else None, pool_size)
     if lean_reason(look) is None:
         return
-    claim_work(directory, look.learned.seconds)  # held by nvcc from here on
+    claim_lean(directory)  # held by nvcc from here on
     if env.get("FAST_NVCC_NICE", "").strip().lower() not in _OFF:
         from .run.niceness import NICE
 
@@ -225,7 +229,8 @@ def _exec_if_lean(argv: Sequence[str], env: Mapping[str, str]) -> None:
 
 
 def _held(path: str) -> bool:
-    """Its owner holds an flock on it (a dead owner's claim is left to the pool's readers)."""
+    """Its owner holds an flock on it; a claim this process can lock is a dead owner's (a lean
+    one goes; those under work/ are left to the pool's own readers)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -236,6 +241,11 @@ def _held(path: str) -> bool:
         return True
     finally:
         os.close(fd)
+    if os.path.basename(os.path.dirname(path)) == LEAN[0]:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
     return False
 
 

@@ -101,8 +101,9 @@ def test_the_one_source_of_a_compile():
 
 
 def test_the_compiles_on_the_pool_as_the_lean_path_counts_them(tmp_path):
-    """Their claims under work/ as fast_nvcc.machine.pool_files.WorkLeft posts them; a lean
-    compile's own claim is held by what it execs, and goes with it."""
+    """The claims under work/ as fast_nvcc.machine.pool_files.WorkLeft posts them, and a lean
+    compile's under lean/, held by what it execs and gone with it; the pool's rules read work/
+    alone (a lean compile's work is no drain's or nice's business)."""
     directory = str(tmp_path / "pool")
     assert running_compiles(directory) == 0  # no compile ever used it
     peers = [Told(str(tmp_path / "pool" / "work"), "w-", owner=owner) for owner in (1_000_001, 1_000_002)]
@@ -112,8 +113,8 @@ def test_the_compiles_on_the_pool_as_the_lean_path_counts_them(tmp_path):
     assert running_compiles(directory) == 2
     peers[1].close()
     assert running_compiles(directory) == 1
-    script = ("import os, sys; sys.path.insert(0, {root!r}); from fast_nvcc.lean import claim_work;"
-              " claim_work({directory!r}, 2.5); os.execv('/bin/sleep', ['sleep', '60'])")
+    script = ("import os, sys; sys.path.insert(0, {root!r}); from fast_nvcc.lean import claim_lean;"
+              " claim_lean({directory!r}); os.execv('/bin/sleep', ['sleep', '60'])")
     lean = subprocess.Popen([sys.executable, "-c", script.format(root=ROOT, directory=directory)])
     try:
         for _ in range(500):
@@ -122,12 +123,13 @@ def test_the_compiles_on_the_pool_as_the_lean_path_counts_them(tmp_path):
             time.sleep(0.01)
         assert running_compiles(directory) == 2
         work = WorkLeft(str(tmp_path / "pool" / "work"))
-        assert sorted(work.values()) == [2.5, 12.5]  # the others read its work left
+        assert work.values() == [12.5]
         work.close()
     finally:
         lean.kill()
         lean.wait()
     assert running_compiles(directory) == 1
+    assert os.listdir(tmp_path / "pool" / "lean") == []  # a dead one's claim goes as it is read
     peers[0].close()
     assert running_compiles(directory) == 0
 
