@@ -21,7 +21,7 @@ from .cache.handlers import open_handlers
 from .graph.choose import choose_dag, mark_before_threads
 from .graph.paths import priorities
 from .graph.tasks import Action, Dag
-from .learn.history import cache_directory
+from .learn.history_place import cache_directory
 from .learn.learned import Learned
 from .learn.pruning import prune_when_due
 from .machine.cpus import usable_cpus

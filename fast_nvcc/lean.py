@@ -126,24 +126,18 @@ def source_of(args: Sequence[str]) -> str | None:
 
 def running_compiles(directory: str) -> int:
     """How many compiles run on the pool: the live claims under ``work/`` (one per compile of
-    fast_nvcc's own run: :class:`fast_nvcc.machine.pool_files.WorkLeft`) and ``lean/``, each an
-    ``flock`` held by its owner."""
-    found = 0
-    for folder, prefix in (WORK, LEAN):
-        try:
-            names = [n for n in os.listdir(os.path.join(directory, folder)) if n.startswith(prefix)]
-        except OSError:
-            continue
-        found += sum(_held(os.path.join(directory, folder, name)) for name in names)
-    return found
+    fast_nvcc's own run: :class:`fast_nvcc.machine.pool_files.WorkLeft`) and ``lean/``."""
+    from .machine.pool_place import live
+
+    return sum(len(live(os.path.join(directory, folder), prefix)) for folder, prefix in (WORK, LEAN))
 
 
 def claim_lean(directory: str) -> None:
     """Post this compile's claim under ``lean/``, locked on a descriptor that the exec of nvcc
     and nvcc's own steps inherit: it lives as long as they run (the next reader that can lock
-    it removes it).  Locked under a hidden name, then shown, as
-    :class:`fast_nvcc.machine.pool_files.Claim` does: a reader that could lock it would take its
-    owner for dead."""
+    it removes it: :func:`fast_nvcc.machine.pool_place.is_live`).  Locked under a hidden name,
+    then shown, as :class:`fast_nvcc.machine.pool_files.Claim` does: a reader that could lock it
+    would take its owner for dead."""
     folder = os.path.join(directory, LEAN[0])
     os.makedirs(folder, mode=0o700, exist_ok=True)
     hidden = os.path.join(folder, f".new-{os.getpid()}")
@@ -207,9 +201,10 @@ def _exec_if_lean(argv: Sequence[str], env: Mapping[str, str]) -> None:
     compiles = running_compiles(directory)
     if compiles < pool_size:
         return
+    from .learn.history_place import history_path
+
     path = os.path.join(os.getcwd(), source)
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    history = os.path.join(env.get("FAST_NVCC_CACHE_DIR") or os.path.join(base, "fast_nvcc"), "history.sqlite")
+    history = history_path(env)
     try:
         mtime: float | None = os.stat(path).st_mtime
     except OSError:
@@ -226,27 +221,6 @@ def _exec_if_lean(argv: Sequence[str], env: Mapping[str, str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(nvcc, [nvcc, *args])
-
-
-def _held(path: str) -> bool:
-    """Its owner holds an flock on it; a claim this process can lock is a dead owner's (a lean
-    one goes; those under work/ are left to the pool's own readers)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    if os.path.basename(os.path.dirname(path)) == LEAN[0]:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
-    return False
 
 
 def _find(name: str, env: Mapping[str, str]) -> str | None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .. import settings
 from ..files import read_bytes
 from ..graph.tasks import Action
-from ..learn.history import cache_directory
+from ..learn.history_place import cache_directory
 from ..plan.dryrun import Plan
 
 if TYPE_CHECKING:

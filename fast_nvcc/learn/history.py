@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from ..guess.decisions import NOTHING_KNOWN, Memory, Outcome
 from ..plan.dryrun import Kind
+from .history_place import history_path
 
 # First-run guesses, in seconds and MiB: Thrust/CUB-sized sources on a current x86 machine
 # (nvcc --time on the 16-core machine: cicc 6-9 s, host compile 4 s, cudafe++ 3-4 s,
@@ -84,18 +85,6 @@ class Measurement(NamedTuple):
     serial: float | None = None  # a split step's serial share (Cost.serial)
 
 
-HISTORY_FILE = "history.sqlite"  # in the cache directory
-
-
-def history_path(env: Mapping[str, str]) -> str:
-    return os.path.join(cache_directory(env), HISTORY_FILE)
-
-
-def cache_directory(env: Mapping[str, str]) -> str:
-    if env.get("FAST_NVCC_CACHE_DIR"):
-        return env["FAST_NVCC_CACHE_DIR"]
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "fast_nvcc")
 
 
 class History:

@@ -21,7 +21,8 @@ from ..plan.dryrun import Kind, Plan, Step, temp_name
 from ..plan.split_option import measured_share, split_threads
 from ..run.task_records import Record, State
 from ..settings import switch
-from .history import ASSEMBLE, Cost, History, Measurement, estimate, history_path
+from .history import ASSEMBLE, Cost, History, Measurement, estimate
+from .history_place import history_path
 
 _FREE = Cost(0.0, 0)
 

@@ -1,6 +1,6 @@
 """What fast_nvcc learned and no compile has used for a while goes away.
 
-The cache directory (:func:`fast_nvcc.learn.history.cache_directory`) keeps, for each source and
+The cache directory (:func:`fast_nvcc.learn.history_place.cache_directory`) keeps, for each source and
 working directory, a learned stub (:mod:`fast_nvcc.guess.learned_stub`, rewritten by every
 compile of it) and rows of step costs and of the guesses' outcomes (:mod:`.history`, whose
 ``updated`` every compile sets).  A build directory removed, a source renamed, a project no
@@ -24,7 +24,8 @@ from collections.abc import Mapping
 
 from ..guess.learned_stub import FOLDER as STUBS
 from ..settings import keep_days, switch
-from .history import HISTORY_FILE, History, cache_directory
+from .history import History
+from .history_place import HISTORY_FILE, cache_directory
 
 EVERY = 24 * 3600.0  # seconds between two prunings of one cache directory
 MARKER = "pruned"  # its modification time: the last pruning

@@ -25,6 +25,8 @@ import time
 from collections.abc import Collection
 from typing import NamedTuple
 
+from .pool_place import is_live, live  # (a claim's liveness, read by the lean path too)
+
 # Priorities are seconds of remaining path, kept in milliseconds: a rank name holds up to
 # about eleven days of it.
 _PRIORITY_SPAN = 10**12 - 1
@@ -73,34 +75,6 @@ class Claim(NamedTuple):
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.path)
         os.close(self.fd)
-
-
-def live(directory: str, prefix: str) -> list[str]:
-    """The names of live claims in ``directory`` starting with ``prefix``, sorted."""
-    try:
-        names = sorted(n for n in os.listdir(directory) if n.startswith(prefix))
-    except OSError:
-        return []
-    return [n for n in names if is_live(os.path.join(directory, n))]
-
-
-def is_live(path: str) -> bool:
-    """Its owner holds an flock on it; a claim we can lock belongs to a dead process (and
-    goes)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False  # gone meanwhile (granted or withdrawn)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        with contextlib.suppress(OSError):
-            os.remove(path)
-        return False
-    finally:
-        os.close(fd)
 
 
 class SlotLocks:

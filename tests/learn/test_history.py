@@ -10,7 +10,8 @@ import pytest
 from fast_nvcc.learn.learned import measurements, source_of_steps, task_cost
 from fast_nvcc.graph.tasks import Action
 from fast_nvcc.guess.decisions import Outcome
-from fast_nvcc.learn.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, arch_weight, estimate, history_path
+from fast_nvcc.learn.history import ASSEMBLE, DEFAULT_SECONDS, Cost, History, Measurement, arch_weight, estimate
+from fast_nvcc.learn.history_place import history_path
 from fast_nvcc.plan.dryrun import Kind
 from fast_nvcc.run.task_records import Record, State
 
