@@ -278,3 +278,21 @@ template <> struct Many<0> {
   __device__ static float run(float x) { return x; }
 };
 """
+
+
+# A host compiler that writes down the nice it runs at (field 19 of /proc/self/stat, the 17th
+# after the command name in parentheses) and its arguments to $NICE_RECORD, then is gcc.
+RECORDING_GCC = """#!/bin/sh
+stat=$(cat /proc/self/stat)
+echo "$(echo "${stat##*) }" | cut -d" " -f17) $*" >> "$NICE_RECORD"
+exec /usr/bin/gcc "$@"
+"""
+
+
+def recording_ccbin(directory: Path) -> Path:
+    """``directory`` with :data:`RECORDING_GCC` as its gcc and g++, for nvcc's ``-ccbin``."""
+    directory.mkdir(exist_ok=True)
+    for name in ("gcc", "g++"):
+        (directory / name).write_text(RECORDING_GCC)
+        (directory / name).chmod(0o755)
+    return directory

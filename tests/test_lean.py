@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import mask_pid, run_tool
+from helpers import mask_pid, recording_ccbin, run_tool
 
-from fast_nvcc.lean import (LIGHT_SECONDS, Learned, Look, command_of, lean_reason, learned_of, pool_size_of,
-                            running_compiles, source_of)
+from fast_nvcc.lean import (_SUBCOMMANDS, LIGHT_SECONDS, Learned, Look, command_of, lean_reason, learned_of,
+                            pool_size_of, running_compiles, source_of)
 from fast_nvcc.machine.pool_files import Told, WorkLeft
 from fast_nvcc.run.niceness import NICE
 
@@ -84,6 +84,12 @@ def test_anything_but_a_plain_command_line_is_left_to_fast_nvcc(path_nvcc, argv,
     assert command_of(argv, {**path_nvcc[1], **extra}) is None
 
 
+def test_the_subcommands_it_leaves_alone_are_the_clis():
+    from fast_nvcc.cli import SUBCOMMANDS
+
+    assert set(_SUBCOMMANDS) == set(SUBCOMMANDS)
+
+
 def test_a_pool_size_fast_nvcc_would_refuse_sends_the_compile_to_its_run():
     assert pool_size_of({}) == len(os.sched_getaffinity(0))
     assert pool_size_of({"FAST_NVCC_POOL_SIZE": " 3 "}) == 3
@@ -146,13 +152,6 @@ print("ready", flush=True)
 sys.stdin.read()
 """
 
-# The host compiler: writes down the nice it runs at (field 19 of /proc/self/stat), then is gcc.
-RECORDING_GCC = """#!/bin/sh
-stat=$(cat /proc/self/stat)
-echo "$(echo "${stat##*) }" | cut -d" " -f17)" >> "$NICE_RECORD"
-exec /usr/bin/gcc "$@"
-"""
-
 LIGHT_SOURCE = """
 #ifdef BROKEN
 #error broken on purpose
@@ -169,17 +168,14 @@ def _updated(state: Path) -> float:
 @pytest.mark.nvcc
 @pytest.mark.one_toolchain
 def test_a_light_compile_on_a_full_machine_is_nvccs_own_run(nvcc, tmp_path):
-    """Learned once by fast_nvcc; then, beside two compiles on a pool of two, the same compile runs as nvcc at nice NICE (its host compiler says so), teaches the history
-    nothing, and writes nvcc's object, or fails with nvcc's message and exit code."""
+    """Learned once by fast_nvcc; then, beside two compiles on a pool of two, the same compile
+    runs as nvcc at nice NICE (its host compiler says so), teaches the history nothing, and
+    writes nvcc's object, or fails with nvcc's message and exit code."""
     assert os.nice(0) == 0, "the test itself must run at nice 0"
     work = tmp_path / "work"  # (what the compiles write there is compared; the rest lies beside it)
     work.mkdir()
     (work / "light.cu").write_text(LIGHT_SOURCE)
-    ccbin = tmp_path / "ccbin"
-    ccbin.mkdir()
-    for name in ("gcc", "g++"):
-        (ccbin / name).write_text(RECORDING_GCC)
-        (ccbin / name).chmod(0o755)
+    ccbin = recording_ccbin(tmp_path / "ccbin")  # (the host compiler writes down its nice)
     record, pool, state = tmp_path / "nice.txt", tmp_path / "pool", tmp_path / "state"
     env = {"FAST_NVCC_POOL_DIR": str(pool), "FAST_NVCC_POOL_SIZE": "2", "FAST_NVCC_CACHE_DIR": str(state),
            "NICE_RECORD": str(record), "MAKEFLAGS": ""}  # fmt: skip
@@ -190,7 +186,7 @@ def test_a_light_compile_on_a_full_machine_is_nvccs_own_run(nvcc, tmp_path):
         record.unlink(missing_ok=True)
         done = run_tool([*command, *args, *extra], cwd=work, tmpdir=tmp_path / "t", env=env, timeout=180)
         (work / "light.o").unlink(missing_ok=True)
-        return done, [int(n) for n in record.read_text().split()]
+        return done, [int(line.split()[0]) for line in record.read_text().splitlines()]
 
     plain, _ = compile_([nvcc])
     learning, nices = compile_(fast)  # nothing waits: fast_nvcc's own run, which learns the costs

@@ -10,7 +10,7 @@ import os
 import subprocess
 
 import pytest
-from helpers import fast_nvcc_command, mask
+from helpers import fast_nvcc_command, mask, recording_ccbin
 
 from fast_nvcc.machine.pool_files import Told
 from fast_nvcc.machine.slots import PoolSlots, Slots
@@ -51,25 +51,12 @@ def test_the_pool_tells_the_most_work_another_compile_told(tmp_path):
     assert Slots().most_left() is None  # make's tokens know no other compile's work
 
 
-# The host compiler of the compile below: it writes down the nice it runs at (field 19 of
-# /proc/self/stat, the 17th after the command name in parentheses) and its arguments, then is gcc.
-RECORDING_GCC = """#!/bin/sh
-stat=$(cat /proc/self/stat)
-echo "$(echo "${stat##*) }" | cut -d" " -f17) $*" >> "$NICE_RECORD"
-exec /usr/bin/gcc "$@"
-"""
-
-
 def _compile(nvcc, sources, tmp_path, *, peer: float | None, env: dict[str, str] | None = None):
     """One real compile on a pool of its own, beside a peer that told ``peer`` seconds of work
     left (None: no peer); the nice of its host compiler's preprocessing steps ("-E") and host
     compile ("-c"), and the log's record.  The host compile runs whole (FAST_NVCC_SPLIT_HOST=0):
     split, its cc1plus would run without the host compiler's driver."""
-    ccbin = tmp_path / "ccbin"
-    ccbin.mkdir(exist_ok=True)
-    for name in ("gcc", "g++"):
-        (ccbin / name).write_text(RECORDING_GCC)
-        (ccbin / name).chmod(0o755)
+    ccbin = recording_ccbin(tmp_path / "ccbin")  # (the host compiler writes down its nice)
     record, log = tmp_path / "nice.txt", tmp_path / "log.jsonl"
     record.unlink(missing_ok=True)
     log.unlink(missing_ok=True)
